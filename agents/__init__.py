@@ -1,0 +1,1 @@
+"""Agents: turn observations into prompts and model replies into environment actions."""
