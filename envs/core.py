@@ -46,7 +46,7 @@ class PrintableText(spaces.Text):
     def __init__(self, max_length: int = 100_000, *, min_length: int = 0, seed: int | None = None):
         import string
 
-        super().__init__(max_length, min_length=min_length, charset=string.printable, seed=seed)
+        super().__init__(max_length, min_length=min_length, charset=string.printable.replace("\x0b\x0c", ""), seed=seed)
 
     def contains(self, x: Any) -> bool:
         return (

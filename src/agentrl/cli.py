@@ -1,0 +1,245 @@
+"""The ``agentrl`` command line (Typer + rich).
+
+Every command is a thin layer over the Python API. Errors caused by the user's input (an unknown env, missing data,
+a bad option value) print one line on stderr and exit with code 2; ``--help`` documents every option.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from agentrl.errors import AgentRLError, ConfigError
+
+app = typer.Typer(
+    name="agentrl",
+    help="Reinforcement learning of LLM agents on long-horizon text tasks (GRPO, GiGPO, SCPO).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(help="Prepare an environment's data (unpack archives, pre-generate games).", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+console = Console()
+err_console = Console(stderr=True)
+
+EnvArgs = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--env-arg",
+        "-e",
+        help="Environment constructor argument KEY=VALUE (VALUE parsed as YAML), repeatable; "
+        "e.g. -e data_dir=/data/alfworld -e max_steps=30.",
+    ),
+]
+
+
+def parse_assignments(items: list[str] | None, what: str) -> dict[str, Any]:
+    """Parse ``KEY=VALUE`` strings; values are YAML scalars (``3`` is an int, ``true`` a bool, ``a`` a str)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{what} must look like KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"cannot parse the value of {what} {item!r}: {exc}") from exc
+    return out
+
+
+def _make_env(name: str, env_args: list[str] | None, **extra: Any):
+    from agentrl import envs
+
+    kwargs = parse_assignments(env_args, "--env-arg")
+    kwargs.update(extra)
+    try:
+        return envs.make(name, **kwargs)
+    except TypeError as exc:  # a constructor argument the env does not take
+        raise ConfigError(f"bad argument for environment {name!r}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------------------- listing
+@app.command("envs")
+def list_envs_command() -> None:
+    """List registered environments: alias, Gymnasium id, description, and whether their data is found."""
+    from agentrl import envs
+
+    table = Table(title="agentrl environments")
+    for column in ("name", "gymnasium id", "description", "data"):
+        table.add_column(column, overflow="fold")
+    for entry in envs.list_envs():
+        problem = entry.data_status()
+        table.add_row(entry.alias, entry.gym_id, entry.description,
+                      "[green]ready[/]" if problem is None else f"[red]missing[/]: {problem}")
+    console.print(table)
+
+
+@app.command("algos")
+def list_algos_command() -> None:
+    """List registered credit-assignment algorithms with their options and defaults."""
+    from agentrl import algos
+
+    table = Table(title="agentrl algorithms")
+    for column in ("name", "description", "options (default)"):
+        table.add_column(column, overflow="fold")
+    for spec in algos.list_algorithms():
+        options = "\n".join(f"{name}={default!r}" for name, _type, default, _help in spec.options())
+        table.add_row(spec.name, spec.description, options)
+    console.print(table)
+
+
+# ---------------------------------------------------------------------------------------------------- envs
+@app.command("check-env")
+def check_env_command(
+    env: Annotated[str, typer.Argument(help="Environment alias, Gymnasium id, entry point or module:Class.")],
+    env_args: EnvArgs = None,
+) -> None:
+    """Run Gymnasium's env checker and agentrl's text-env contract checks on ENV."""
+    from agentrl.testing import ContractError, check_text_env
+
+    environment = _make_env(env, env_args)
+    try:
+        check_text_env(environment)
+    except (ContractError, AssertionError) as exc:
+        raise AgentRLError(f"{env} breaks the text-env contract: {exc}") from exc
+    finally:
+        environment.close()
+    console.print(f"[green]{env}: passes check_text_env[/]")
+
+
+@app.command("play")
+def play_command(
+    env: Annotated[str, typer.Argument(help="Environment alias, Gymnasium id, entry point or module:Class.")],
+    split: Annotated[Optional[str], typer.Option(help="Split to draw the task from (default: the env's first).")] = None,
+    task: Annotated[Optional[str], typer.Option(help="Task id to play (default: drawn with --seed).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for drawing the task.")] = 0,
+    env_args: EnvArgs = None,
+) -> None:
+    """Play ENV yourself: read the observation and admissible actions, type an action or its number.
+
+    Type 'quit' (or end the input) to stop.
+    """
+    environment = _make_env(env, env_args)
+    options: dict[str, Any] = {"task_id": task} if task else {}
+    if split:
+        options["split"] = split
+    obs, info = environment.reset(seed=seed, options=options)
+    console.print(f"[bold]task {info['task_id']}[/]")
+    total, steps = 0.0, 0
+    while True:
+        console.print(obs, markup=False, highlight=False)
+        actions = info["admissible_actions"]
+        if actions:
+            console.print("[dim]actions: " + " | ".join(f"{i}: {a}" for i, a in enumerate(actions, 1)) + "[/]")
+        console.print("> ", end="")
+        line = sys.stdin.readline()
+        if not line or line.strip().lower() in {"quit", "exit"}:
+            console.print(f"stopped after {steps} steps, return {total:g}")
+            return
+        action = line.strip()
+        if action.isdigit() and 1 <= int(action) <= len(actions):
+            action = actions[int(action) - 1]
+        obs, reward, terminated, truncated, info = environment.step(action)
+        total += reward
+        steps += 1
+        if terminated or truncated:
+            console.print(obs, markup=False, highlight=False)
+            outcome = "won" if info["won"] else ("out of steps" if truncated else "episode over")
+            console.print(f"[bold]{outcome}[/] after {steps} steps, return {total:g}")
+            return
+
+
+# ---------------------------------------------------------------------------------------------------- eval
+@app.command("eval")
+def eval_command(
+    env: Annotated[str, typer.Option("--env", help="Environment alias, Gymnasium id, entry point or module:Class.")],
+    agent: Annotated[str, typer.Option(help="Scripted agent to play: 'expert' or 'random'.")] = "expert",
+    split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
+    episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random agent.")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Write the report (summary + episodes) as JSON here.")] = None,
+    env_args: EnvArgs = None,
+) -> None:
+    """Evaluate an agent on a split: success (and reward, steps) per task type and overall."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentrl.agents import ExpertAgent, RandomAgent
+    from agentrl.evaluation import evaluate
+
+    agents = {"expert": ExpertAgent, "random": lambda: RandomAgent(seed)}
+    if agent not in agents:
+        raise AgentRLError(f"unknown agent {agent!r}; known: {', '.join(agents)}")
+    player = agents[agent]()
+    environment = _make_env(env, env_args, **({"expert": True} if agent == "expert" else {}))
+    base = environment.unwrapped
+    split = split or base.splits[-1]
+    n_tasks = len(base.task_ids(split)) if episodes is None else min(episodes, len(base.task_ids(split)))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("success {task.fields[success]:.1f}%"), console=err_console) as progress:
+        bar = progress.add_task(f"{env}/{split} {agent}", total=n_tasks, success=0.0)
+        wins: list[bool] = []
+
+        def tick(result) -> None:
+            wins.append(result.won)
+            progress.update(bar, advance=1, success=100.0 * sum(wins) / len(wins))
+
+        report = evaluate(environment, player, split=split, episodes=episodes, env_name=env, agent_name=agent,
+                          on_episode=tick)
+    environment.close()
+    table = Table(title=f"{env} / {split} / agent={agent}  ({report.wall_time_s:.1f} s)")
+    for column in ("task type", "success %", "score", "mean reward", "mean steps", "episodes"):
+        table.add_column(column, justify="right")
+    for task_type, row in report.by_type().items():
+        score = f"{row['score']:.1f}" if "score" in row else "-"
+        table.add_row(task_type, f"{row['success']:.1f}", score, f"{row['reward']:.2f}", f"{row['steps']:.1f}",
+                      str(row["n"]))
+    console.print(table)
+    if out is not None:
+        report.save(out)
+        console.print(f"report written to {out}")
+
+
+# ---------------------------------------------------------------------------------------------------- data
+def _mount_data_commands() -> None:
+    """Mount ``agentrl data <alias>`` for every registered env whose package has a ``data.command``."""
+    from agentrl import envs
+
+    for entry in envs.list_envs():
+        if not isinstance(entry.entry_point, str):
+            continue
+        package = entry.entry_point.partition(":")[0]
+        try:
+            if importlib.util.find_spec(f"{package}.data") is None:
+                continue
+            module = importlib.import_module(f"{package}.data")
+        except ImportError:
+            continue
+        command = getattr(module, "command", None)
+        if callable(command):
+            data_app.command(name=entry.alias, help=command.__doc__)(command)
+
+
+_mount_data_commands()
+
+
+def main() -> None:
+    """Console entry point: run the app, turning user errors into one line and exit code 2."""
+    try:
+        app()
+    except AgentRLError as exc:
+        err_console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

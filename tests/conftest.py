@@ -1,0 +1,33 @@
+"""Shared test fixtures. Tests never reach a model hub: HF offline mode is forced before anything imports it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Real data for tests, CI and benchmarks: ../shared/data relative to the repository root.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (tests read ../shared/data beside the repository)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def agentrl_cli() -> list[str]:
+    """The installed ``agentrl`` console script (the real entry point, as a user runs it)."""
+    exe = shutil.which("agentrl", path=str(Path(sys.executable).parent)) or shutil.which("agentrl")
+    if exe is None:
+        pytest.fail("the agentrl console script is not installed; run `pip install -e .`")
+    return [exe]

@@ -1,0 +1,106 @@
+"""The installed ``agentrl`` command, driven as a user drives it (subprocess, pipes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+COMMANDS = ["envs", "algos", "check-env", "play", "eval", "data"]
+
+
+def run(cli, *args, stdin=None, timeout=120):
+    return subprocess.run([*cli, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
+                          env={**__import__("os").environ, "COLUMNS": "200"})
+
+
+def test_help_lists_every_command(agentrl_cli):
+    result = run(agentrl_cli, "--help")
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["check-env", "play", "eval"])
+def test_every_option_is_documented(agentrl_cli, command):
+    import re
+
+    result = run(agentrl_cli, command, "--help")
+    assert result.returncode == 0
+    option_lines = [line for line in result.stdout.splitlines() if re.match(r"^│\s+(\*\s+)?--[a-z]", line)]
+    assert option_lines, result.stdout
+    for line in option_lines:
+        # columns: option name(s), type, help text; an option without help has only two
+        columns = [c for c in re.split(r"\s{2,}", line.strip("│ ")) if c]
+        assert len(columns) >= 3, f"undocumented option in `agentrl {command}`: {line}"
+
+
+def test_envs_table_shows_builtin_env_ready(agentrl_cli):
+    result = run(agentrl_cli, "envs")
+    assert result.returncode == 0
+    row = next(line for line in result.stdout.splitlines() if "crafting" in line)
+    assert "agentrl/Crafting-v0" in row and "ready" in row
+
+
+def test_unknown_env_is_one_line_exit_2(agentrl_cli):
+    result = run(agentrl_cli, "check-env", "craftng")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "Did you mean 'crafting'?" in " ".join(result.stderr.split())
+
+
+def test_bad_env_arg_is_exit_2(agentrl_cli):
+    result = run(agentrl_cli, "check-env", "crafting", "-e", "no_such_arg=1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    result = run(agentrl_cli, "check-env", "crafting", "-e", "novalue")
+    assert result.returncode == 2 and "KEY=VALUE" in result.stderr
+
+
+def test_check_env_passes(agentrl_cli):
+    result = run(agentrl_cli, "check-env", "crafting")
+    assert result.returncode == 0, result.stderr
+    assert "passes" in result.stdout
+
+
+def test_play_through_a_pipe_to_a_win(agentrl_cli):
+    """A person plays: we feed the expert's moves (computed in-process) through stdin of the real command."""
+    import agentrl.envs as envs
+
+    env = envs.make("crafting", expert=True)
+    obs, info = env.reset(seed=0, options={"task_id": "train/00003"})
+    moves = []
+    while True:
+        moves.append(info["expert_action"])
+        obs, _, terminated, truncated, info = env.step(moves[-1])
+        if terminated or truncated:
+            break
+    # The first move is typed as its number in the action list, the rest as text.
+    first_number = str(env.reset(options={"task_id": "train/00003"})[1]["admissible_actions"].index(moves[0]) + 1)
+    result = run(agentrl_cli, "play", "crafting", "--task", "train/00003", stdin="\n".join([first_number, *moves[1:]]) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert "Your task is to: craft" in result.stdout
+    assert f"won after {len(moves)} steps, return 10" in result.stdout
+
+
+def test_play_quits_on_end_of_input(agentrl_cli):
+    result = run(agentrl_cli, "play", "crafting", stdin="look\n")
+    assert result.returncode == 0
+    assert "stopped after 1 steps" in result.stdout
+
+
+def test_eval_expert_and_random_write_reports(agentrl_cli, tmp_path):
+    out = tmp_path / "expert.json"
+    result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "expert", "--episodes", "20", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["summary"]["All"]["success"] == 100.0 and report["summary"]["All"]["n"] == 20
+    out = tmp_path / "random.json"
+    result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "random", "--episodes", "20", "--out", str(out))
+    assert result.returncode == 0
+    assert json.loads(out.read_text())["summary"]["All"]["success"] < 50.0
+
+
+def test_eval_unknown_agent(agentrl_cli):
+    result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "oracle")
+    assert result.returncode == 2 and "known: expert, random" in result.stderr
