@@ -6,3 +6,8 @@ from agentrl.agents.base import Agent
 from agentrl.agents.scripted import ExpertAgent, RandomAgent
 
 __all__ = ["Agent", "ExpertAgent", "RandomAgent"]
+
+from agentrl.agents.prompts import PROMPT_FAMILIES, PromptFamily, WebShopFamily  # noqa: E402
+from agentrl.agents.react import ParsedReply, ReActAgent, parse_reply  # noqa: E402
+
+__all__ += ["PROMPT_FAMILIES", "ParsedReply", "PromptFamily", "ReActAgent", "WebShopFamily", "parse_reply"]
