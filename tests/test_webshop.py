@@ -420,3 +420,40 @@ def test_data_command_through_the_cli(webshop_dir, tmp_path, agentrl_cli):
     assert result.returncode == 0, result.stderr
     assert "6910 synthetic goals" in result.stdout
     json.loads((tmp_path / "dest" / "items_ins_v2_1000.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------------- search
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("X-Large Men's Shoes", ["x", "larg", "men", "shoe"]),
+        ("3.5oz bottle, 1,000 count", ["3.5oz", "bottl", "1,000", "count"]),
+        ("Made in the U.S.A. for us", ["made", "u.s.a", "us"]),
+        ("technology assembly incredibly comfortably", ["technolog", "assembl", "incred", "comfort"]),
+        ("gift ❤ for her", ["gift", "❤", "her"]),
+        ("the of and __ to", []),
+    ],
+)
+def test_the_analyzer_follows_lucene_english_analysis(text, terms):
+    from agentrl.envs.webshop.search import LuceneLikeAnalyzer
+
+    assert LuceneLikeAnalyzer()(text) == terms
+
+
+def test_search_results_and_special_prefixes(env):
+    engine = env.search_engine
+    assert len(engine.search("decorative pillows")) == 50
+    assert engine.search("the of and") == []
+    assert len(engine.search("<c> beauty")) == 238
+    assert [p.query for p in engine.search("<q> console tables")] == ["console tables"] * 7
+    attribute = env.catalog.goals[0].attributes[0]
+    assert all(attribute in p.attributes for p in engine.search(f"<a> {attribute}"))
+    import random
+
+    assert engine.search("<r>", random.Random(3)) == engine.search("<r>", random.Random(3))
+    assert len(engine.search("<r>", random.Random(3))) == 50
+
+
+def test_search_ranks_the_instructions_product_first_for_a_specific_instruction(env):
+    goal = env.goal("goal-0")
+    assert env.search_engine.search(goal.instruction_text.lower())[0].asin == goal.asin
