@@ -32,6 +32,9 @@ def main(data_dir: str | Path | None = None, episodes: int = 500) -> dict:
     from agentrl.envs.webshop.env import WebShopEnv
     from agentrl.envs.webshop.search import SearchEngine
 
+    import bm25s  # noqa: F401  imported here so that the timings below exclude import time
+    import Stemmer  # noqa: F401
+
     data_dir = data_dir or (DEFAULT_DATA if DEFAULT_DATA.is_dir() else None)
     files = find_files(data_dir)
 
