@@ -1,0 +1,206 @@
+"""Environment slots stepped in parallel worker processes, with crash recovery.
+
+A rollout batch holds N tasks × G group members = N·G *slots*. Each slot is one environment instance living in
+one worker process; all members of a group live in the same worker, so an env that caches per-game work (ALFWorld
+grounds a game once per process) pays for it once per group. A batch of ``reset``/``step`` commands is sent to
+every worker before any reply is read, so workers run concurrently.
+
+Faults lose nothing but the affected episode: an env that raises returns an :class:`EnvFailure` for its slot
+(the trainer drops that trajectory and counts it); a worker that dies (killed, segfault) is restarted and every
+slot it held fails the same way. ``workers=0`` runs the envs in the calling process (deterministic and simple,
+used by tests and tiny runs).
+
+Workers import no torch and limit BLAS/OpenMP threads to one: on a 2-core machine an env worker that spins
+threads slows the learner tenfold (models.md, "CPU threading trap").
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM")
+
+
+@dataclass
+class EnvFailure:
+    """A slot whose env raised or whose worker died; ``error`` is the traceback or reason."""
+
+    slot: int
+    error: str
+
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+ResetResult = tuple[str, dict[str, Any]]
+
+
+class _Slots:
+    """The envs of one worker, keyed by slot; built lazily with the pool's constructor arguments."""
+
+    def __init__(self, env_name: str, env_kwargs: dict[str, Any]):
+        import agentrl.envs as envs
+
+        self._make = lambda: envs.make(env_name, **env_kwargs)
+        self.envs: dict[int, Any] = {}
+
+    def run(self, commands: list[tuple[int, str, Any]]) -> list[Any]:
+        results = []
+        for slot, op, arg in commands:
+            try:
+                env = self.envs.get(slot)
+                if env is None:
+                    env = self.envs[slot] = self._make()
+                if op == "reset":
+                    seed, options = arg
+                    results.append(env.reset(seed=seed, options=options))
+                elif op == "step":
+                    results.append(env.step(arg))
+                else:
+                    raise ValueError(f"unknown env command {op!r}")
+            except Exception:
+                results.append(EnvFailure(slot, traceback.format_exc(limit=8)))
+        return results
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            try:
+                env.close()
+            except Exception:
+                pass
+        self.envs.clear()
+
+
+def _worker_main(conn, env_name: str, env_kwargs: dict[str, Any]) -> None:
+    slots = _Slots(env_name, env_kwargs)
+    try:
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            conn.send(slots.run(message))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        slots.close()
+
+
+class EnvPool:
+    """Run the envs of many slots in ``workers`` processes (0: in this process).
+
+    Args:
+        env_name: anything :func:`agentrl.envs.make` accepts.
+        env_kwargs: constructor arguments, identical for every slot.
+        workers: number of worker processes.
+        slots_per_group: slots ``g*G … g*G+G-1`` share a worker (G = group size).
+    """
+
+    def __init__(self, env_name: str, env_kwargs: dict[str, Any] | None = None, workers: int = 0,
+                 slots_per_group: int = 1):
+        self.env_name = env_name
+        self.env_kwargs = dict(env_kwargs or {})
+        self.workers = workers
+        self.slots_per_group = max(1, slots_per_group)
+        self.restarts = 0
+        self._local: _Slots | None = _Slots(env_name, self.env_kwargs) if workers == 0 else None
+        self._ctx = mp.get_context("spawn")
+        self._procs: list[Any] = [None] * workers
+        self._conns: list[Any] = [None] * workers
+        for w in range(workers):
+            self._start(w)
+
+    def worker_of(self, slot: int) -> int:
+        return (slot // self.slots_per_group) % max(1, self.workers)
+
+    def _start(self, w: int) -> None:
+        parent, child = self._ctx.Pipe()
+        saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+        os.environ.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                           "TOKENIZERS_PARALLELISM": "false"})
+        try:
+            proc = self._ctx.Process(target=_worker_main, args=(child, self.env_name, self.env_kwargs),
+                                     daemon=True, name=f"agentrl-env-{w}")
+            proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        child.close()
+        self._procs[w], self._conns[w] = proc, parent
+
+    def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
+        if self._local is not None:
+            return {slot: r for (slot, _, _), r in zip(commands, self._local.run(list(commands)))}
+        by_worker: dict[int, list] = defaultdict(list)
+        for command in commands:
+            by_worker[self.worker_of(command[0])].append(command)
+        sent = []
+        for w, batch in by_worker.items():
+            try:
+                self._conns[w].send(batch)
+                sent.append(w)
+            except (BrokenPipeError, OSError):
+                pass
+        out: dict[int, Any] = {}
+        for w, batch in by_worker.items():
+            replies = None
+            if w in sent:
+                try:
+                    replies = self._conns[w].recv()
+                except (EOFError, OSError, ConnectionResetError):
+                    replies = None
+            if replies is None:  # the worker died: restart it; every slot it held loses its episode
+                reason = f"env worker {w} died (exit code {self._procs[w].exitcode}); restarted"
+                self._restart(w)
+                replies = [EnvFailure(slot, reason) for slot, _, _ in batch]
+            for (slot, _, _), reply in zip(batch, replies):
+                out[slot] = reply
+        return out
+
+    def _restart(self, w: int) -> None:
+        proc = self._procs[w]
+        if proc is not None and proc.is_alive():
+            proc.kill()
+        if proc is not None:
+            proc.join(timeout=5)
+        self.restarts += 1
+        self._start(w)
+
+    def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
+        """``requests``: (slot, seed, options) each; returns slot → (obs, info) or EnvFailure."""
+        return self._run([(slot, "reset", (seed, options)) for slot, seed, options in requests])
+
+    def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
+        """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
+        return self._run([(slot, "step", action) for slot, action in actions])
+
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p is not None]
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+        for w, conn in enumerate(self._conns):
+            if conn is None:
+                continue
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self._procs[w].join(timeout=5)
+            if self._procs[w].is_alive():
+                self._procs[w].kill()
+            conn.close()
+        self._conns = [None] * self.workers
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
