@@ -6,11 +6,13 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiny_model import tiny_model_dir
 
 from agentrl.errors import ConfigError
 from agentrl.learner import Learner, LearnerConfig, TrainingSample, bf16_supported, ppo_token_loss
-from agentrl.policy import GenerationConfig, HFPolicy, LoraSettings, configure_cpu_threads, token_log_probs
+from agentrl.policy import GenerationConfig, HFPolicy, LoraSettings, configure_cpu_threads
 
 USER_TURNS = ["go to cabinet 1", "You arrive at cabinet 1. The cabinet 1 is closed.", "craft a plank", "look"]
 CANDIDATES = [["go to cabinet 1", "open fridge 1", "look"], ["take apple 1", "inventory"]]
@@ -126,6 +128,25 @@ def test_gradient_at_ratio_one_is_minus_advantage_over_token_count() -> None:
                              entropy_coef=0.0)
     loss.backward()
     assert logprobs.grad.tolist() == pytest.approx([-1 / 3, 2 / 3, -0.5 / 3, 0.0], abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.floats(0.81, 1.19), st.booleans()), min_size=1, max_size=12),
+       st.floats(-100, 100))
+def test_inside_the_trust_region_the_loss_is_the_plain_surrogate(tokens, garbage) -> None:
+    """With every ratio inside [1 − ε, 1 + ε] nothing is clipped; masked-out entries never matter."""
+    advantages = torch.tensor([t[0] for t in tokens], dtype=torch.float64)
+    ratios = torch.tensor([t[1] for t in tokens], dtype=torch.float64)
+    mask = torch.tensor([t[2] for t in tokens])
+    old = torch.full_like(ratios, -1.0)
+    new = old + torch.log(ratios)
+    loss, stats = ppo_token_loss(new, old, None, advantages, mask, kl_coef=0.0, entropy_coef=0.0)
+    expected = (-advantages * ratios)[mask].mean().item() if mask.any() else 0.0
+    assert loss.item() == pytest.approx(expected, abs=1e-9)
+    assert stats["clip_frac"] == 0.0
+    noisy = torch.where(mask, new, torch.full_like(new, garbage))
+    assert ppo_token_loss(noisy, old, None, advantages, mask, kl_coef=0.0, entropy_coef=0.0)[0].item() == \
+        pytest.approx(loss.item(), abs=1e-9)
 
 
 # -- configuration ---------------------------------------------------------------------------------------------

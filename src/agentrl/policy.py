@@ -1,4 +1,4 @@
-"""The policy: a causal language model that turns prompts into sampled replies, with their log-probabilities.
+"""The policy: a causal language model that turns prompts into sampled replies and their log-probabilities.
 
 Data flows env → agent → **policy** → trajectory → algorithm → learner. The policy knows token ids and text only;
 it never imports environments or agents.
@@ -11,9 +11,10 @@ it never imports environments or agents.
   log-probability per token.
 * :meth:`HFPolicy.score_choices` — admissible-action scoring. For each prompt, every candidate reply string is
   scored by its sequence log-likelihood in one batched forward (each prompt is packed with all its candidates
-  into one row under a block attention mask, so the prompt is encoded once); the policy is the softmax of these log-likelihoods divided by a temperature, and an
-  index is sampled from it. The learner recomputes exactly this distribution with the current weights
-  (:func:`choice_log_probs`), so the PPO ratio compares like with like.
+  into one row under a block attention mask, so the prompt is encoded once); the policy is the softmax of
+  these log-likelihoods divided by a temperature, and an index is sampled from it. The learner recomputes
+  exactly this distribution with the current weights (:func:`choice_log_probs`), so the PPO ratio compares like
+  with like.
 
 Which log-probability is reported
     For generation with temperature ``T > 0`` every token's log-probability is ``log_softmax(logits / T)`` at the
@@ -22,7 +23,8 @@ Which log-probability is reported
     the token is drawn from the truncated, renormalised distribution, but the reported value stays the
     untruncated ``log_softmax(logits / T)``, as in verl (which recomputes old log-probs with a plain forward at
     temperature ``T``): that is the quantity the learner can recompute, so the ratio starts at 1. With ``T = 0``
-    (greedy) the reported value is the plain ``log_softmax(logits)``.
+    (greedy) the reported value is the plain ``log_softmax(logits)``. The learner recomputes log-probs at
+    ``LearnerConfig.temperature``, which must therefore equal the rollout temperature.
 
 Weights are shared, not copied
     The learner optimises ``policy.model`` in place, and generation runs on that same module, so every optimizer
@@ -47,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from agentrl.errors import ConfigError, MissingDataError
 
@@ -58,6 +59,7 @@ __all__ = [
     "HFPolicy",
     "LoraSettings",
     "choice_log_probs",
+    "choice_sequence_logliks",
     "configure_cpu_threads",
     "token_log_probs",
 ]
