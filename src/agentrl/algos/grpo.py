@@ -1,0 +1,127 @@
+"""GRPO for multi-turn agents, as verl-agent computes it (docs/algorithms.md §2).
+
+Paper form [GiGPO paper arXiv:2505.10978, Eq. 3 with F_norm = std]: for a group of N rollouts of one task,
+
+    A(τ_i) = (R(τ_i) − mean_j R(τ_j)) / std_j R(τ_j),   broadcast to every step of τ_i.
+
+Code form (default; verl-agent ``core_algos.py::compute_grpo_outcome_advantage`` with
+``compute_mean_std_cross_steps=True``), one value per step row:
+
+    x_{i,t} = R(τ_i) − p·invalid_{i,t}                       p = invalid_penalty = 0.1   (§1.3)
+    μ_g, σ_g over all rows of the group (long rollouts weigh more); σ unbiased; a one-row group: μ=0, σ=1
+    A_{i,t} = (x_{i,t} − μ_g) / (σ_g + ε)     or   x_{i,t} − μ_g   when norm_by_std=False
+
+``pool="trajectories"`` takes μ_g, σ_g over one value R(τ_i) per trajectory instead (paper pooling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from agentrl.algos.common import (
+    BatchLayout,
+    advantage_summary,
+    batch_layout,
+    episode_returns,
+    outcome_summary,
+    segment_mean_std,
+)
+from agentrl.algos.config import AlgoConfig, option, require
+from agentrl.algos.spec import register_algorithm
+from agentrl.algos.types import StepBatch
+from agentrl.errors import ConfigError
+
+
+@dataclass
+class GRPOConfig(AlgoConfig):
+    """Defaults: verl-agent example scripts (algorithms.md §1.6, §2.1)."""
+
+    norm_by_std: bool = option(True, "divide by the group std + epsilon (verl norm_adv_by_std_in_grpo); else mean only")
+    pool: Literal["steps", "trajectories"] = option(
+        "steps", "group statistics over all step rows (verl-agent code) or one value per trajectory (paper)"
+    )
+    invalid_penalty: float = option(0.1, "subtracted from the score of each format-invalid step (§1.3)")
+    epsilon: float = option(1e-6, "added to the std before dividing")
+
+    def check(self) -> None:
+        require(self.invalid_penalty >= 0, "invalid_penalty must be >= 0")
+        require(self.epsilon > 0, "epsilon must be > 0")
+
+
+def episode_advantages(
+    layout: BatchLayout,
+    reward: np.ndarray,
+    valid: np.ndarray,
+    *,
+    use_std: bool,
+    invalid_penalty: float,
+    epsilon: float,
+    pool: str = "steps",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Episode-level advantage A^E per row and the group normaliser F_g per row (algorithms.md §2.1, §3.2).
+
+    This is GRPO's advantage and GiGPO's A^E (GiGPO Eq. 3, verl-agent ``episode_norm_reward``):
+    ``A^E = (x − μ_g) / F_g`` with ``x = R(τ) − p·invalid`` and ``F_g = σ_g + ε`` (std) or 1 (mean).
+    """
+    outcome = episode_returns(reward, layout)  # R(τ_k), shape (K,)
+    score = outcome[layout.traj] - invalid_penalty * (~valid)  # x_{i,t}
+    if pool == "steps":
+        mean, std, count = segment_mean_std(score, layout.group, layout.n_groups, layout.order)
+    elif pool == "trajectories":
+        mean, std, count = segment_mean_std(outcome, layout.traj_group, layout.n_groups)
+    else:
+        raise ConfigError(f"pool must be 'steps' or 'trajectories', got {pool!r}")
+    mean = np.where(count == 1, 0.0, mean)  # a group with a single value: μ = 0, σ = 1 (verl)
+    std = np.where(count == 1, 1.0, std)
+    normaliser = (std + epsilon) if use_std else np.ones_like(std)
+    return (score - mean[layout.group]) / normaliser[layout.group], normaliser[layout.group]
+
+
+def grpo_advantages_flat(
+    group_index: np.ndarray,
+    traj_index: np.ndarray,
+    step_index: np.ndarray,
+    reward: np.ndarray,
+    valid: np.ndarray | None = None,
+    *,
+    norm_by_std: bool = True,
+    pool: str = "steps",
+    invalid_penalty: float = 0.1,
+    epsilon: float = 1e-6,
+) -> np.ndarray:
+    """GRPO advantage per step row, from flat arrays (one entry per row, rows in any order).
+
+    ``A_{i,t} = (R(τ_i) − p·invalid_{i,t} − μ_g) / (σ_g + ε)`` (algorithms.md §2.1 code form; see the
+    module docstring). ``valid=None`` means every step is valid. Returns a float64 array in row order.
+    """
+    layout = batch_layout(group_index, traj_index, step_index)
+    reward = np.asarray(reward, dtype=np.float64)
+    valid = np.ones(len(reward), bool) if valid is None else np.asarray(valid, dtype=bool)
+    advantages, _ = episode_advantages(
+        layout, reward, valid, use_std=norm_by_std, invalid_penalty=invalid_penalty, epsilon=epsilon, pool=pool
+    )
+    return advantages
+
+
+@register_algorithm(
+    "grpo",
+    "GRPO: group-normalised episode return per step, verl-agent multi-turn form (arXiv:2402.03300, 2505.10978)",
+    GRPOConfig,
+)
+def compute_grpo(batch: StepBatch, config: GRPOConfig) -> tuple[np.ndarray, dict[str, float]]:
+    layout = batch_layout(batch.group_index, batch.traj_index, batch.step_index)
+    advantages, _ = episode_advantages(
+        layout,
+        batch.reward,
+        batch.valid,
+        use_std=config.norm_by_std,
+        invalid_penalty=config.invalid_penalty,
+        epsilon=config.epsilon,
+        pool=config.pool,
+    )
+    diagnostics = {**outcome_summary(layout, batch.success), **advantage_summary(advantages)}
+    diagnostics["invalid_step_frac"] = float(np.mean(~batch.valid)) if len(batch) else 0.0
+    return advantages, diagnostics
