@@ -1,0 +1,176 @@
+"""The algorithm registry, configs, entry points, import hygiene and the drop-in example."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentrl.algos import (
+    ALGORITHMS,
+    AlgoConfig,
+    AlgorithmSpec,
+    GiGPOConfig,
+    SCPOConfig,
+    Step,
+    StepBatch,
+    Trajectory,
+    get_algorithm,
+    list_algorithms,
+    option,
+    register_algorithm,
+)
+from agentrl.algos.spec import AlgorithmRegistry
+from agentrl.errors import AgentRLError, ConfigError, UnknownNameError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_builtin_algorithms_are_listed_with_one_line_descriptions():
+    names = [spec.name for spec in list_algorithms()]
+    assert {"grpo", "gigpo", "scpo", "scpo_grpo"} <= set(names)
+    assert names == sorted(names)
+    for spec in list_algorithms():
+        assert spec.description and "\n" not in spec.description
+        assert isinstance(spec, AlgorithmSpec) and issubclass(spec.config_cls, AlgoConfig)
+
+
+def test_unknown_algorithm_lists_known_names_and_suggests():
+    with pytest.raises(UnknownNameError) as err:
+        get_algorithm("gipgo")
+    message = str(err.value)
+    assert "'gigpo'" in message and "grpo" in message and "scpo" in message
+
+
+def test_options_describe_every_config_field():
+    options = get_algorithm("gigpo").options()
+    assert [o[0] for o in options] == list(GiGPOConfig.__dataclass_fields__)
+    by_name = {name: (typ, default, help_) for name, typ, default, help_ in options}
+    assert by_name["mode"][0] == "mean_norm|mean_std_norm" and by_name["mode"][1] == "mean_norm"
+    assert by_name["gamma"] == ("float", 0.95, by_name["gamma"][2]) and by_name["gamma"][2]
+    scpo = {name: typ for name, typ, _, _ in get_algorithm("scpo").options()}
+    assert scpo["match_threshold"] == "float|None" and scpo["alignment"] == "dp|greedy|unordered"
+    assert all(help_ for _, _, _, help_ in get_algorithm("scpo").options())
+
+
+def test_config_from_strings_and_validation():
+    cfg = SCPOConfig.from_dict({"credit_scale": "0.25", "match_threshold": "none", "seed": "3", "base": "grpo"})
+    assert (cfg.credit_scale, cfg.match_threshold, cfg.seed, cfg.base) == (0.25, None, 3, "grpo")
+    assert get_algorithm("grpo").make_config({"norm_by_std": "false"}).norm_by_std is False
+    with pytest.raises(ConfigError, match="unknown option"):
+        GiGPOConfig.from_dict({"gama": 0.9})
+    with pytest.raises(ConfigError, match="mode"):
+        GiGPOConfig(mode="mean")
+    with pytest.raises(ConfigError, match="gamma"):
+        GiGPOConfig(gamma=1.5)
+    with pytest.raises(ConfigError, match="credit_scale"):
+        SCPOConfig(credit_scale="big")
+    with pytest.raises(UnknownNameError, match="lexical"):
+        SCPOConfig(scorer="lexcial")
+    with pytest.raises(ConfigError, match="GiGPOConfig"):
+        get_algorithm("grpo").compute([], GiGPOConfig())
+
+
+def test_results_follow_input_order_with_interleaved_groups():
+    def one(group, tid, success, n):
+        return Trajectory(group, tid, success, [Step(f"s{t}", "a", 10.0 * (success and t == n - 1), t == n - 1)
+                                                for t in range(n)])
+
+    trajectories = [one("a", 0, True, 2), one("b", 1, False, 3), one("a", 2, False, 1), one("b", 3, True, 1)]
+    result = get_algorithm("grpo").compute(trajectories)
+    assert [len(a) for a in result.advantages] == [2, 3, 1, 1]
+    assert result.advantages[0][0] > 0 > result.advantages[2][0]
+    assert result.advantages[3][0] > 0 > result.advantages[1][0]
+    assert get_algorithm("gigpo").compute([]).advantages == []
+
+
+@dataclass
+class ToyConfig(AlgoConfig):
+    scale: float = option(2.0, "multiplies the reward")
+
+
+@pytest.fixture
+def toy_algorithm():
+    @register_algorithm("toy_reward_scale", "reward times a constant (test only)", ToyConfig)
+    def toy(batch: StepBatch, config: ToyConfig):
+        return config.scale * batch.reward, {"rows": float(len(batch))}
+
+    yield toy
+    ALGORITHMS._items.pop("toy_reward_scale", None)
+
+
+def test_register_a_new_algorithm(toy_algorithm):
+    spec = get_algorithm("toy_reward_scale")
+    assert toy_algorithm.spec is spec
+    result = spec.compute([Trajectory("g", 0, True, [Step("o", "a", 1.0, False), Step("o", "b", 3.0, True)])],
+                          {"scale": "0.5"})
+    np.testing.assert_array_equal(result.advantages[0], [0.5, 1.5])
+    assert result.diagnostics == {"rows": 2.0}
+    assert spec.options() == [("scale", "float", 2.0, "multiplies the reward")]
+    with pytest.raises(AgentRLError, match="already registered"):
+        register_algorithm("toy_reward_scale", "again", ToyConfig)(lambda b, c: (b.reward, {}))
+
+
+def test_register_rejects_bad_configs_and_bad_outputs(toy_algorithm):
+    with pytest.raises(AgentRLError, match="AlgoConfig"):
+        register_algorithm("bad", "x", dict)
+    with pytest.raises(AgentRLError, match="one line"):
+        register_algorithm("bad", "two\nlines", ToyConfig)
+    wrong = AlgorithmSpec("wrong", "returns too few values", ToyConfig, lambda b, c: (np.zeros(1), {}))
+    with pytest.raises(AgentRLError, match="returned"):
+        wrong.compute([Trajectory("g", 0, True, [Step("o", "a", 1.0, False), Step("o", "b", 3.0, True)])])
+
+
+def write_plugin(root: Path, module: str, body: str, entry: str) -> None:
+    (root / f"{module}.py").write_text(textwrap.dedent(body))
+    info = root / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[agentrl.algos]\n{entry}\n")
+
+
+def test_entry_point_plugins(tmp_path, monkeypatch):
+    write_plugin(tmp_path, "agentrl_plugin_demo", """
+        import numpy as np
+        from agentrl.algos import AlgorithmSpec, GRPOConfig
+        SPEC = AlgorithmSpec("reinforce", "plain episode return", GRPOConfig,
+                             lambda batch, config: (np.zeros(len(batch)), {}))
+        """, "reinforce = agentrl_plugin_demo:SPEC")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry_points = tmp_path / "agentrl_plugin_demo-0.1.dist-info" / "entry_points.txt"
+
+    registry = AlgorithmRegistry("algorithm", "agentrl.algos")  # a fresh registry, as on first use
+    assert registry.get("reinforce").description == "plain episode return"
+    assert "reinforce" in registry.names()
+
+    entry_points.write_text("[agentrl.algos]\nbroken = agentrl_plugin_demo:MISSING\n")
+    with pytest.raises(AgentRLError, match="broken"):
+        AlgorithmRegistry("algorithm", "agentrl.algos").names()
+
+    entry_points.write_text("[agentrl.algos]\nnot_a_spec = agentrl_plugin_demo:np\n")
+    with pytest.raises(AgentRLError, match="must name an AlgorithmSpec"):
+        AlgorithmRegistry("algorithm", "agentrl.algos").names()
+
+
+def test_algos_import_no_models_trainer_agents_or_envs():
+    code = (
+        "import sys, agentrl.algos as a\n"
+        "a.get_algorithm('scpo').compute([], {'scorer': 'lexical'})\n"
+        "bad = [m for m in ('torch', 'sentence_transformers', 'transformers', 'agentrl.envs', 'agentrl.agents',"
+        " 'agentrl.trainer', 'agentrl.models', 'agentrl.rollout') if m in sys.modules]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_drop_in_example_runs_and_learns():
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "scpo_drop_in.py")], capture_output=True,
+                         text=True, timeout=300, check=True)
+    rates = [float(line.split()[-1]) for line in out.stdout.splitlines() if "success rate" in line]
+    assert len(rates) >= 2 and rates[-1] > rates[0] + 0.3
