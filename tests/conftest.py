@@ -12,6 +12,15 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+def pytest_configure(config):
+    # One intra-op thread: on 2 cores, torch's default threads spin against env workers and pytest itself
+    # and make model tests many times slower (models.md, "CPU threading trap").
+    import torch
+
+    torch.set_num_threads(1)
+
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Real data for tests, CI and benchmarks: ../shared/data relative to the repository root.
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

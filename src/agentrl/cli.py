@@ -163,7 +163,13 @@ def play_command(
 @app.command("eval")
 def eval_command(
     env: Annotated[str, typer.Option("--env", help="Environment alias, Gymnasium id, entry point or module:Class.")],
-    agent: Annotated[str, typer.Option(help="Scripted agent to play: 'expert' or 'random'.")] = "expert",
+    agent: Annotated[str, typer.Option(help="Scripted agent to play: 'expert' or 'random' (ignored with --model).")] = "expert",
+    model: Annotated[Optional[str], typer.Option(help="Evaluate a policy instead: a local model folder (e.g. a "
+                                                 "checkpoint's model/) or a named offline model.")] = None,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of --model (0: greedy).")] = 0.4,
+    mode: Annotated[str, typer.Option(help="--model acts by 'generate' (free text) or 'score' (best admissible "
+                                      "action by likelihood).")] = "generate",
+    think: Annotated[bool, typer.Option(help="Ask --model for <think> before <action>.")] = True,
     split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
     episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random agent.")] = 0,
@@ -176,6 +182,15 @@ def eval_command(
     from agentrl.agents import ExpertAgent, RandomAgent
     from agentrl.evaluation import evaluate
 
+    if model is not None:
+        from agentrl.trainer import evaluate_model
+
+        if mode not in ("generate", "score"):
+            raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
+        report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
+                                think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"))
+        _print_report(report, out)
+        return
     agents = {"expert": ExpertAgent, "random": lambda: RandomAgent(seed)}
     if agent not in agents:
         raise AgentRLError(f"unknown agent {agent!r}; known: {', '.join(agents)}")
@@ -196,7 +211,11 @@ def eval_command(
         report = evaluate(environment, player, split=split, episodes=episodes, env_name=env, agent_name=agent,
                           on_episode=tick)
     environment.close()
-    table = Table(title=f"{env} / {split} / agent={agent}  ({report.wall_time_s:.1f} s)")
+    _print_report(report, out)
+
+
+def _print_report(report, out: Path | None) -> None:
+    table = Table(title=f"{report.env} / {report.split} / agent={report.agent}  ({report.wall_time_s:.1f} s)")
     for column in ("task type", "success %", "score", "mean reward", "mean steps", "episodes"):
         table.add_column(column, justify="right")
     for task_type, row in report.by_type().items():
@@ -207,6 +226,43 @@ def eval_command(
     if out is not None:
         report.save(out)
         console.print(f"report written to {out}")
+
+
+# ---------------------------------------------------------------------------------------------------- train
+@app.command("train")
+def train_command(
+    env: Annotated[str, typer.Option("--env", help="Environment alias, Gymnasium id, entry point or module:Class.")] = "alfworld",
+    algo: Annotated[str, typer.Option("--algo", help="Credit-assignment algorithm (see `agentrl algos`).")] = "scpo",
+    model: Annotated[Optional[str], typer.Option(help="Policy: a local Hugging Face folder or a named offline model "
+                                                 "('tiny-random').")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML/TOML/JSON config file (sections env, algo, agent, "
+                                                   "model, rollout, generation, learner, run).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: --set rollout.group_size=4 "
+                                                      "(value parsed as YAML), repeatable.")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<env>-<algo>-<time>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in --run-dir.")] = False,
+    env_args: EnvArgs = None,
+) -> None:
+    """Train a policy on ENV with ALGO: grouped rollouts, per-step advantages, PPO-clip updates, checkpoints."""
+    from agentrl.config import build_config
+    from agentrl.trainer import Trainer
+
+    overrides = parse_assignments(set_, "--set")
+    base: dict[str, Any] = {"env": {"name": env, "args": parse_assignments(env_args, "--env-arg")},
+                            "algo": {"name": algo}}
+    if model is not None:
+        base["model"] = {"path": model}
+    if resume and run_dir is None:
+        raise ConfigError("--resume needs --run-dir (the run to continue)")
+    if resume and config is None and run_dir is not None and (run_dir / "config.yaml").is_file():
+        config = run_dir / "config.yaml"  # resume with the run's own resolved config
+        base = {}
+    cfg = build_config(config, overrides, base=base)
+    trainer = Trainer(cfg, run_dir=run_dir, resume=resume, console=console)
+    console.print(f"run directory: {trainer.run_dir}")
+    result = trainer.train()
+    console.print(f"done: {result.iterations_done} iterations; metrics in {result.run_dir / 'metrics.jsonl'}, "
+                  f"curve in {result.run_dir / 'learning_curve.png'}")
 
 
 # ---------------------------------------------------------------------------------------------------- data
@@ -232,8 +288,17 @@ def _mount_data_commands() -> None:
 _mount_data_commands()
 
 
+def _quiet_libraries() -> None:
+    """Our own rich progress replaces the per-shard bars transformers prints on every save and load."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def main() -> None:
     """Console entry point: run the app, turning user errors into one line and exit code 2."""
+    _quiet_libraries()
     try:
         app()
     except AgentRLError as exc:

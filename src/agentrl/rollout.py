@@ -1,0 +1,172 @@
+"""Grouped rollouts: N tasks × G attempts from the same initial state, one batched policy call per step.
+
+The loop follows verl-agent's step-wise layout (algorithms.md §1.1): at every step each active episode gets its own
+prompt (template + current observation + short history, built by the agent), the policy answers all active episodes
+in one batched call, the agent parses each reply into an env action (§1.3), and the env pool steps every env in
+parallel. Each (trajectory, step) is one training row: the sampled token ids are kept exactly as sampled, with
+their log-probabilities, so the learner never re-tokenizes.
+
+Episodes end when the env terminates or truncates, when the trajectory's response-token budget is spent
+(``truncated_by_budget``), or when the env fails (the trajectory is dropped and counted).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.agents.react import ReActAgent
+from agentrl.algos.types import Step, Trajectory
+from agentrl.envpool import EnvFailure, EnvPool
+from agentrl.learner import TrainingSample
+from agentrl.policy import GenerationConfig, HFPolicy
+
+
+@dataclass
+class RolloutTrajectory:
+    """One episode: the algorithms' view (``trajectory``) and the learner's rows (``samples``, one per step)."""
+
+    trajectory: Trajectory
+    samples: list[TrainingSample]
+    task_id: str
+    task_type: str
+    replies: list[str] = field(default_factory=list)  # the policy's raw reply per step
+    score: float | None = None
+    truncated_by_budget: bool = False
+
+
+@dataclass
+class RolloutBatch:
+    trajectories: list[RolloutTrajectory]
+    dropped: int = 0  # trajectories lost to env failures
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (task_id, error) of dropped trajectories
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def collect_rollouts(
+    pool: EnvPool,
+    agent: ReActAgent,
+    policy: HFPolicy,
+    task_ids: list[str],
+    group_size: int,
+    generation: GenerationConfig,
+    *,
+    mode: str = "generate",
+    seed: int = 0,
+    group_prefix: str = "",
+    max_trajectory_tokens: int | None = None,
+) -> RolloutBatch:
+    """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed."""
+    n_slots = len(task_ids) * group_size
+    slot_task = [task_ids[s // group_size] for s in range(n_slots)]
+    timings: Counter = Counter()
+
+    t0 = time.perf_counter()
+    resets = pool.reset([(s, seed + s // group_size, {"task_id": slot_task[s]}) for s in range(n_slots)])
+    timings["time/env_reset"] += time.perf_counter() - t0
+
+    agent.reset(n_slots)
+    observation: dict[int, str] = {}
+    info: dict[int, dict[str, Any]] = {}
+    failed: dict[int, str] = {}
+    for slot, result in resets.items():
+        if isinstance(result, EnvFailure):
+            failed[slot] = result.error
+        else:
+            observation[slot], info[slot] = result
+
+    steps: dict[int, list[Step]] = {s: [] for s in range(n_slots)}
+    samples: dict[int, list[TrainingSample]] = {s: [] for s in range(n_slots)}
+    replies_of: dict[int, list[str]] = {s: [] for s in range(n_slots)}
+    tokens_used: Counter = Counter()
+    over_budget: set[int] = set()
+    final_info: dict[int, dict[str, Any]] = {}
+    active = [s for s in range(n_slots) if s not in failed]
+    n_generated = n_truncated_replies = step_index = 0
+
+    while active:
+        t0 = time.perf_counter()
+        prompts = [policy.render(agent.messages(s, observation[s], info[s])) for s in active]
+        step_seed = seed * 1_000_003 + step_index
+        if mode == "score":
+            candidates = [agent.candidates(info[s]) for s in active]
+            choices = policy.score_choices(prompts, candidates, temperature=max(generation.temperature, 1e-6),
+                                           sample=generation.temperature > 0, seed=step_seed)
+            replies = [c.text for c in choices]
+            rows = [
+                TrainingSample(prompt_ids=p, response_ids=list(c.response_ids), old_logprobs=[float(c.logprob)],
+                               advantage=0.0, choice_ids=[list(ids) for ids in c.choice_ids],
+                               choice_index=int(c.index))
+                for p, c in zip(prompts, choices)
+            ]
+        else:
+            generations = policy.generate(prompts, generation, seed=step_seed)
+            replies = [g.text for g in generations]
+            rows = [
+                TrainingSample(prompt_ids=list(g.prompt_ids), response_ids=list(g.response_ids),
+                               old_logprobs=list(g.logprobs), advantage=0.0)
+                for g in generations
+            ]
+            n_truncated_replies += sum(g.truncated for g in generations)
+        timings["time/generation"] += time.perf_counter() - t0
+
+        parsed = [agent.parse(reply) for reply in replies]
+        t0 = time.perf_counter()
+        results = pool.step([(s, p.action) for s, p in zip(active, parsed)])
+        timings["time/env_step"] += time.perf_counter() - t0
+
+        still_active = []
+        for s, reply, row, p in zip(active, replies, rows, parsed):
+            result = results[s]
+            if isinstance(result, EnvFailure):
+                failed[s] = result.error
+                continue
+            next_obs, reward, terminated, truncated, next_info = result
+            n_generated += len(row.response_ids)
+            tokens_used[s] += len(row.response_ids)
+            steps[s].append(Step(obs=observation[s], action=p.action, reward=float(reward),
+                                 done=bool(terminated or truncated), valid=bool(p.valid), next_obs=next_obs,
+                                 anchor=info[s].get("anchor")))
+            samples[s].append(row)
+            replies_of[s].append(reply)
+            agent.record(s, observation[s], p.action)
+            observation[s], info[s] = next_obs, next_info
+            if max_trajectory_tokens is not None and tokens_used[s] >= max_trajectory_tokens and not (
+                terminated or truncated
+            ):
+                over_budget.add(s)
+                truncated = True
+            if terminated or truncated:
+                final_info[s] = next_info
+            else:
+                still_active.append(s)
+        active = still_active
+        step_index += 1
+
+    trajectories = []
+    for s in range(n_slots):
+        if s in failed or not steps[s]:
+            continue
+        last = final_info.get(s, info.get(s, {}))
+        group = f"{group_prefix}{s // group_size}"
+        trajectories.append(RolloutTrajectory(
+            trajectory=Trajectory(group_id=group, traj_id=f"{group}/{s % group_size}", success=bool(last.get("won")),
+                                  steps=steps[s]),
+            samples=samples[s],
+            task_id=slot_task[s],
+            task_type=str(last.get("task_type") or "-"),
+            replies=replies_of[s],
+            score=float(last["score"]) if last.get("score") is not None else None,
+            truncated_by_budget=s in over_budget,
+        ))
+    stats = dict(timings)
+    stats.update({
+        "rollout/generated_tokens": float(n_generated),
+        "rollout/truncated_replies": float(n_truncated_replies),
+        "rollout/over_token_budget": float(len(over_budget)),
+        "rollout/steps": float(sum(len(t.samples) for t in trajectories)),
+    })
+    return RolloutBatch(trajectories=trajectories, dropped=len(failed),
+                        failures=[(slot_task[s], failed[s]) for s in sorted(failed)], stats=stats)

@@ -1,0 +1,330 @@
+"""The training loop: grouped rollouts → per-step advantages → PPO-clip update → metrics and checkpoints.
+
+One iteration (algorithms.md §1.1, §1.4):
+
+1. draw N tasks of the training split (a pure function of ``(seed, iteration)``, so a resumed run draws the same);
+2. play G episodes of each from the same initial state (:func:`agentrl.rollout.collect_rollouts`);
+3. compute one advantage per (trajectory, step) with the configured algorithm (GRPO, GiGPO, SCPO, ...);
+4. broadcast each step's advantage to its response tokens and take PPO-clip steps (:class:`agentrl.learner.Learner`);
+5. log metrics, sampled trajectories and the learning curve; evaluate every ``eval_every`` iterations; checkpoint.
+
+SIGINT/SIGTERM finish the current iteration, write a checkpoint and stop; ``resume=True`` continues from the
+latest checkpoint of the run directory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentrl import algos
+from agentrl.agents.react import ReActAgent
+from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_checkpoint
+from agentrl.config import TrainConfig, from_dict, save_config, to_dict
+from agentrl.envpool import EnvPool
+from agentrl.errors import AgentRLError, ConfigError
+from agentrl.evaluation import EpisodeResult, EvalReport
+from agentrl.learner import Learner
+from agentrl.models import resolve_model
+from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads
+from agentrl.rollout import RolloutBatch, collect_rollouts
+from agentrl.runlog import RunLogger
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    iterations_done: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+    stopped_early: bool = False
+
+
+def _task_split_ids(env_name: str, env_args: dict[str, Any], split: str | None, last: bool) -> tuple[str, list[str]]:
+    import agentrl.envs as envs
+
+    env = envs.make(env_name, **env_args)
+    try:
+        base = env.unwrapped
+        chosen = split or (base.splits[-1] if last else base.splits[0])
+        if chosen not in base.splits:
+            raise ConfigError(f"unknown split {chosen!r} for {env_name}; known: {', '.join(base.splits)}")
+        ids = list(base.task_ids(chosen))
+    finally:
+        env.close()
+    if not ids:
+        raise ConfigError(f"split {chosen!r} of {env_name} has no tasks (is its data installed?)")
+    return chosen, ids
+
+
+def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) -> EvalReport:
+    report = EvalReport(env=env, split=split, agent=agent)
+    for rt in batch.trajectories:
+        report.episodes.append(EpisodeResult(task_id=rt.task_id, task_type=rt.task_type,
+                                             won=rt.trajectory.success, reward=rt.trajectory.episode_return,
+                                             steps=len(rt.trajectory.steps), score=rt.score))
+    return report
+
+
+def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
+                   env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
+                   think: bool = True, history_length: int = 2, workers: int = 0, seed: int = 0,
+                   generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models") -> EvalReport:
+    """Evaluate a model-driven ReAct agent: one episode per task of ``split`` at ``temperature`` (§1.6: 0.4)."""
+    env_args = dict(env_args or {})
+    split, task_ids = _task_split_ids(env, env_args, split, True)
+    task_ids = task_ids[:episodes] if episodes is not None else task_ids
+    policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
+    agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think)
+    config = GenerationConfig(**{**to_dict(generation or GenerationConfig()), "temperature": temperature})
+    start = time.perf_counter()
+    with EnvPool(env, env_args, workers=workers) as pool:
+        batch = collect_rollouts(pool, agent, policy, task_ids, 1, config, mode=mode, seed=seed, group_prefix="eval/")
+    report = report_from_rollouts(batch, env, split, f"model:{model}")
+    report.wall_time_s = time.perf_counter() - start
+    return report
+
+
+class Trainer:
+    """Runs :class:`~agentrl.config.TrainConfig` end to end. See the module docstring."""
+
+    def __init__(self, config: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False,
+                 console: Any = None):
+        self.config = config.validate()
+        cfg = self.config
+        if cfg.model.path is None:
+            raise ConfigError("no model given: pass --model PATH (a local Hugging Face folder) or set model.path")
+        self.run_dir = Path(run_dir or cfg.run.output_dir or
+                            f"runs/{cfg.env.name.replace('/', '_')}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.console = console
+        self.checkpoint = None
+        if resume:
+            latest = find_latest(self.run_dir)
+            if latest is None:
+                raise AgentRLError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
+            self.checkpoint = load_checkpoint(latest)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.run_dir / "config.yaml")
+
+        threads = cfg.run.torch_threads or (1 if cfg.rollout.workers > 0 else (os.cpu_count() or 1))
+        configure_cpu_threads(threads)
+        torch.manual_seed(cfg.run.seed)
+
+        self.algorithm = algos.get_algorithm(cfg.algo.name)
+        try:
+            self.algo_config = self.algorithm.config_cls(**cfg.algo.options)
+        except TypeError as exc:
+            raise ConfigError(f"bad option for algorithm {cfg.algo.name!r}: {exc}") from exc
+
+        self.train_split, self.train_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.train_split, False)
+        self.eval_split, self.eval_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.eval_split, True)
+        self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
+                                history_length=cfg.agent.history_length, think=cfg.agent.think)
+        self.base_model = resolve_model(cfg.model.path, self.run_dir)
+        model_source = self.base_model
+        if self.checkpoint is not None and cfg.model.lora is None:
+            model_source = str(self.checkpoint.model_dir)
+        self.policy = HFPolicy(model_source, device="cpu", dtype=cfg.model.dtype, lora=cfg.model.lora)
+        if self.checkpoint is not None and cfg.model.lora is not None:
+            self.policy.load_adapter(self.checkpoint.model_dir)
+        # The learner's ratio compares the same tempered distribution the rollouts sampled from; on a resumed
+        # full fine-tune the KL reference stays the original model, not the checkpoint.
+        cfg.learner.temperature = cfg.generation.temperature
+        reference = self.base_model if self.checkpoint is not None and cfg.model.lora is None else None
+        self.learner = Learner(self.policy, cfg.learner, reference=reference)
+        self.start_iteration = 1
+        self.logger = RunLogger(self.run_dir)
+        if self.checkpoint is not None:
+            self.learner.load_state_dict(self.checkpoint.trainer_state["learner"])
+            restore_rng(self.checkpoint)
+            self.start_iteration = self.checkpoint.iteration + 1
+            self.logger.truncate_after(self.checkpoint.iteration)
+        self.pool = EnvPool(cfg.env.name, cfg.env.args, workers=cfg.rollout.workers,
+                            slots_per_group=cfg.rollout.group_size)
+        self._stop_requested = False
+        self._task_failures: Counter = Counter()
+        self._nonfinite_updates = 0
+
+    # ------------------------------------------------------------------------------------------------ loop
+    def train(self) -> TrainResult:
+        cfg = self.config
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, self._request_stop)
+        done = self.start_iteration - 1
+        try:
+            for iteration in range(self.start_iteration, cfg.run.iterations + 1):
+                metrics = self.run_iteration(iteration)
+                done = iteration
+                if cfg.run.eval_every and (iteration % cfg.run.eval_every == 0 or iteration == cfg.run.iterations):
+                    metrics.update(self.evaluate(iteration))
+                self.logger.log(iteration, metrics)
+                self.logger.plot(title=f"{cfg.env.name} · {cfg.algo.name}")
+                self._print(iteration, metrics)
+                if iteration % cfg.run.save_every == 0 or iteration == cfg.run.iterations or self._stop_requested:
+                    self.save(iteration)
+                if self._stop_requested:
+                    self._say(f"stopped at iteration {iteration}; resume with --resume")
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.close()
+        return TrainResult(run_dir=self.run_dir, iterations_done=done, history=self.logger.history(),
+                           stopped_early=self._stop_requested)
+
+    def run_iteration(self, iteration: int) -> dict[str, Any]:
+        cfg = self.config
+        start = time.perf_counter()
+        rng = np.random.default_rng([cfg.run.seed, iteration])
+        n = cfg.rollout.tasks_per_iteration
+        picks = rng.choice(len(self.train_tasks), size=n, replace=len(self.train_tasks) < n)
+        tasks = [self.train_tasks[i] for i in picks]
+        batch = collect_rollouts(
+            self.pool, self.agent, self.policy, tasks, cfg.rollout.group_size, cfg.generation,
+            mode=cfg.agent.mode, seed=cfg.run.seed * 100_003 + iteration, group_prefix=f"{iteration}/",
+            max_trajectory_tokens=cfg.rollout.max_trajectory_tokens,
+        )
+        self._check_failures(tasks, batch)
+        trajectories = [rt.trajectory for rt in batch.trajectories]
+
+        t0 = time.perf_counter()
+        result = self.algorithm.compute(trajectories, self.algo_config) if trajectories else None
+        credit_time = time.perf_counter() - t0
+
+        samples = []
+        if result is not None:
+            for rt, advantages in zip(batch.trajectories, result.advantages):
+                for sample, advantage in zip(rt.samples, advantages):
+                    sample.advantage = float(advantage)
+                    samples.append(sample)
+        t0 = time.perf_counter()
+        learner_stats = self.learner.update(samples) if samples else {}
+        learner_time = time.perf_counter() - t0
+        self._check_finite(learner_stats)
+
+        wall = time.perf_counter() - start
+        steps = [s for t in trajectories for s in t.steps]
+        metrics: dict[str, Any] = {
+            "train/success": 100.0 * float(np.mean([t.success for t in trajectories])) if trajectories else 0.0,
+            "train/reward": float(np.mean([t.episode_return for t in trajectories])) if trajectories else 0.0,
+            "train/episode_length": float(np.mean([len(t.steps) for t in trajectories])) if trajectories else 0.0,
+            "train/valid_action_ratio": float(np.mean([s.valid for s in steps])) if steps else 0.0,
+            "train/dropped_trajectories": float(batch.dropped),
+            "train/env_worker_restarts": float(self.pool.restarts),
+            "time/credit_assignment": credit_time,
+            "time/learner": learner_time,
+            "time/iteration": wall,
+            "throughput/tokens_per_s": batch.stats.get("rollout/generated_tokens", 0.0) / max(
+                batch.stats.get("time/generation", 0.0), 1e-9),
+        }
+        metrics.update(batch.stats)
+        if result is not None:
+            metrics.update({f"algo/{k}": v for k, v in result.diagnostics.items()})
+        metrics.update({f"learner/{k}": v for k, v in learner_stats.items()})
+        self.logger.log_trajectories(iteration, self._sample_trajectories(batch, cfg.run.sample_trajectories, rng))
+        return metrics
+
+    def evaluate(self, iteration: int) -> dict[str, Any]:
+        cfg = self.config
+        tasks = self.eval_tasks[: cfg.run.eval_episodes]
+        generation = GenerationConfig(**{**to_dict(cfg.generation), "temperature": cfg.run.eval_temperature})
+        batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, 1, generation, mode=cfg.agent.mode,
+                                 seed=cfg.run.seed * 7_919 + iteration, group_prefix=f"eval{iteration}/",
+                                 max_trajectory_tokens=cfg.rollout.max_trajectory_tokens)
+        report = report_from_rollouts(batch, cfg.env.name, self.eval_split, "policy")
+        summary = report.by_type()
+        out = {"eval/success": summary["All"]["success"], "eval/reward": summary["All"]["reward"],
+               "eval/episodes": summary["All"]["n"]}
+        for task_type, row in summary.items():
+            if task_type != "All":
+                out[f"eval/success/{task_type}"] = row["success"]
+        if "score" in summary["All"]:
+            out["eval/score"] = summary["All"]["score"]
+        return out
+
+    # ------------------------------------------------------------------------------------------------ helpers
+    def save(self, iteration: int) -> Path:
+        return save_checkpoint(self.run_dir, iteration, self.policy, self.learner,
+                               {"config": to_dict(self.config)}, keep=self.config.run.keep_checkpoints)
+
+    def _check_failures(self, tasks: list[str], batch: RolloutBatch) -> None:
+        failed_tasks = {task for task, _ in batch.failures}
+        for task in set(tasks):
+            self._task_failures[task] = self._task_failures[task] + 1 if task in failed_tasks else 0
+            if self._task_failures[task] >= self.config.rollout.max_consecutive_failures:
+                error = next(err for t, err in batch.failures if t == task)
+                raise AgentRLError(f"task {task!r} failed {self._task_failures[task]} times in a row; last error:\n{error}")
+
+    def _check_finite(self, stats: dict[str, float]) -> None:
+        if stats.get("skipped_steps", 0) > 0 or not all(math.isfinite(v) for v in stats.values()):
+            self._nonfinite_updates += 1
+            if self._nonfinite_updates >= self.config.run.max_nonfinite_updates:
+                raise AgentRLError(f"{self._nonfinite_updates} consecutive updates had a NaN/inf loss; stopping "
+                                   "(lower learner.lr or check the rewards)")
+        else:
+            self._nonfinite_updates = 0
+
+    def _sample_trajectories(self, batch: RolloutBatch, k: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+        if not batch.trajectories or k <= 0:
+            return []
+        picks = rng.choice(len(batch.trajectories), size=min(k, len(batch.trajectories)), replace=False)
+        out = []
+        for i in sorted(picks):
+            rt = batch.trajectories[int(i)]
+            out.append({
+                "task_id": rt.task_id, "group_id": rt.trajectory.group_id, "success": rt.trajectory.success,
+                "return": rt.trajectory.episode_return,
+                "steps": [{"obs": s.obs, "reply": r, "action": s.action, "valid": s.valid, "reward": s.reward,
+                           "advantage": sample.advantage}
+                          for s, r, sample in zip(rt.trajectory.steps, rt.replies, rt.samples)],
+            })
+        return out
+
+    def _request_stop(self, signum, frame) -> None:
+        if self._stop_requested:  # a second signal: stop now, the last checkpoint stays intact
+            raise KeyboardInterrupt
+        self._stop_requested = True
+        self._say(f"signal {signum}: finishing this iteration, then saving and stopping")
+
+    def _say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text)
+
+    def _print(self, iteration: int, metrics: dict[str, Any]) -> None:
+        if self.console is None:
+            return
+        parts = [f"iter {iteration}/{self.config.run.iterations}",
+                 f"success {metrics['train/success']:.1f}%", f"reward {metrics['train/reward']:.2f}",
+                 f"tok/s {metrics['throughput/tokens_per_s']:.0f}",
+                 f"gen {metrics.get('time/generation', 0):.1f}s env {metrics.get('time/env_step', 0):.1f}s "
+                 f"credit {metrics['time/credit_assignment']:.2f}s learn {metrics['time/learner']:.1f}s"]
+        if "eval/success" in metrics:
+            parts.append(f"[bold]eval {metrics['eval/success']:.1f}%[/]")
+        self.console.print(" | ".join(parts))
+
+    def close(self) -> None:
+        self.pool.close()
+        self.logger.close()
+
+
+def train(env: str = "crafting", algo: str = "scpo", model: str | None = None, *, config: TrainConfig | None = None,
+          run_dir: str | Path | None = None, resume: bool = False, console: Any = None, **sections: Any) -> TrainResult:
+    """Train from Python in one call: ``agentrl.train(env="crafting", algo="gigpo", model="path/to/model")``.
+
+    ``sections`` are config sections as dicts (``rollout={"group_size": 4}``); see :class:`TrainConfig`.
+    """
+    if config is None:
+        data: dict[str, Any] = {"env": {"name": env}, "algo": {"name": algo}, "model": {"path": model}}
+        for key, value in sections.items():
+            data[key] = {**data.get(key, {}), **value}
+        config = from_dict(TrainConfig, data)
+    return Trainer(config, run_dir=run_dir, resume=resume, console=console).train()
