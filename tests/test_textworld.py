@@ -96,16 +96,17 @@ def test_expert_actions_are_admissible_and_instruction_is_the_objective(cache):
 
 
 def test_expert_replans_after_a_detour(cache):
+    """The expert re-plans from the current state: after a move off its path it still wins."""
     env = make_env(cache, "tw-cooking", expert=True, max_steps=100)
     obs, info = env.reset(options={"split": "train", "task_index": 0})
-    first = info["expert_action"]
-    detour = next(a for a in info["admissible_actions"] if a.startswith("go "))
+    detour = next(a for a in info["admissible_actions"] if a.startswith("go ") and a != info["expert_action"])
+    start_anchor = info["anchor"]
     obs, _, _, _, info = env.step(detour)
-    assert info["expert_action"] is not None
-    while not info["won"]:
+    assert info["anchor"] != start_anchor  # the detour really moved the player
+    terminated = truncated = False
+    while not (terminated or truncated):
         obs, _, terminated, truncated, info = env.step(info["expert_action"])
-        assert not truncated
-    assert first is not None
+    assert info["won"] and terminated, obs
 
 
 def test_check_text_env(cache):
@@ -145,6 +146,44 @@ def test_multiline_action_is_one_command(cache):
     obs_inventory, *_ = env.step("inventory")
     assert "carrying" in obs_inventory.lower()
     assert "-= " not in obs_inventory  # no leftover room description from the previous action
+
+
+def test_backslash_escapes_never_reach_the_interpreter(cache):
+    """dumb-frotz reads a backslash as its own escape command: "\\q" hung the process, random text crashed it."""
+    code = (
+        "from agentrl.envs.textworld import TextWorldEnv\n"
+        f"env = TextWorldEnv(challenge='tw-coin_collector', settings={{'level': 1}}, cache_dir={str(cache)!r}, "
+        "train_games=1, generate=False)\n"
+        "env.reset(options={'task_index': 0})\n"
+        "for action in ['\\\\q', '\\\\help', 'look \\\\x']:\n"
+        "    print(repr(env.step(action)[0]))\n"
+        "env.action_space.seed(0)\n"  # random printable text, as Gymnasium's checker sends; it crashed frotz
+        "for _ in range(300):\n"
+        "    env.step(env.action_space.sample())\n"
+        "print(repr(env.step('inventory')[0]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "DUMB-FROTZ" not in done.stdout + done.stderr
+    assert "carrying nothing" in done.stdout.splitlines()[-1]
+
+
+def test_meta_commands_are_blocked(cache, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the interpreter would write save files and transcripts here
+    env = make_env(cache, "tw-cooking", expert=True)
+    _, info = env.reset(options={"split": "train", "task_index": 0})
+    _, _, _, _, info = env.step(info["expert_action"])
+    anchor = info["anchor"]
+    for action in ["restart", "Quit", "q", "save", "restore", "script", "look. restart", "look then quit"]:
+        obs, reward, terminated, _, info = env.step(action)
+        assert obs == "That command is not available in this game." and not terminated, action
+        assert info["anchor"] == anchor
+        obs, *_ = env.step("yes")  # would confirm a restart or quit that got through
+        assert "rhetorical" in obs or "not a verb" in obs.lower(), (action, obs)
+    assert list(tmp_path.iterdir()) == []
+    while not (info["won"] or info["expert_action"] is None):
+        _, _, _, _, info = env.step(info["expert_action"])
+    assert info["won"]
 
 
 def test_garbage_and_after_game_over(cache):

@@ -31,6 +31,11 @@ and status line, and the end-of-game RESTART/RESTORE menu removed, and runs of b
 ``info["anchor"]`` is a digest of the true world state (the game's sorted logical facts), so GiGPO groups steps
 that reach the same state even when their feedback text differs ("You take the knife." vs a room description).
 
+**Actions** are sent as one line (whitespace collapsed, backslashes dropped: dumb-frotz reads them as its own
+escape commands, and ``\\q`` hangs it). Inform's out-of-world commands that would write files into the working
+directory (``save``, ``script``) or quit, restart or restore the game behind textworld's state tracking
+(:data:`BLOCKED_COMMANDS`) are answered "That command is not available in this game." and change nothing.
+
 **Expert:** ``info["expert_action"]`` is the first of textworld's ``policy_commands``, the walkthrough re-planned
 from the current state, so it still wins after the agent wandered off (environments.md §4: replaying it won every
 generated game). It is None once the game is over or cannot be won any more.
@@ -89,6 +94,12 @@ _LOGO_LINE = re.compile(r"^[\s_$|\\/<>]*$")  # lines of the ASCII-art "TextWorld
 _TRAILING_PROMPT = re.compile(r"\n>[^\n]*$")  # Inform's prompt, followed by the status line ("-= Kitchen =-0/3")
 _END_MENU = re.compile(r"\n*Would you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command\?\s*")
 _BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
+#: Inform's out-of-world commands that write files into the working directory (save, script) or quit, restart or
+#: restore the interpreter behind textworld's state tracking. They are answered without reaching the game.
+BLOCKED_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "script", "transcript", "unscript", "noscript"})
+BLOCKED_REPLY = "That command is not available in this game."
+_UNSAFE_CHARS = re.compile(r"[\\\x00-\x1f\x7f]")  # backslash and control characters (newlines included)
+_CLAUSE_SEPARATOR = re.compile(r"[.,;]|\bthen\b")  # Inform runs "take coin. go north" as two commands
 
 
 def splits_of(generator: str) -> tuple[str, ...]:
@@ -134,6 +145,18 @@ def clean_feedback(text: str, *, first: bool = False) -> str:
     text = _TRAILING_PROMPT.sub("", text)
     text = _END_MENU.sub("\n", text)
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def sanitize_command(action: str) -> str:
+    """The action as one interpreter line: a newline would make the interpreter run two commands (and fall out
+    of step with the env), and dumb-frotz reads a backslash as the start of its own escape commands."""
+    return " ".join(_UNSAFE_CHARS.sub(" ", action).split())
+
+
+def is_blocked(command: str) -> bool:
+    """Whether any clause of ``command`` starts with one of :data:`BLOCKED_COMMANDS`."""
+    clauses = (clause.split() for clause in _CLAUSE_SEPARATOR.split(command.lower()))
+    return any(words and words[0] in BLOCKED_COMMANDS for words in clauses)
 
 
 def state_digest(facts: Sequence[Any]) -> str:
@@ -253,8 +276,9 @@ class TextWorldEnv(TextEnv):
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._game_over:  # the interpreter would now only answer its RESTART/RESTORE menu
             return "The game is over.", 0.0, True, self._info()
-        # One line: a newline would make the interpreter run two commands and fall out of step with the env.
-        command = " ".join(action.split())
+        command = sanitize_command(action)
+        if is_blocked(command):
+            return BLOCKED_REPLY, 0.0, False, self._info()
         points_before = self._state["score"]
         self._state, _, done = self._game.step(command)
         self._game_over = bool(done)

@@ -104,8 +104,11 @@ def resolve_generator(name: str) -> str:
         return name
     if f"tw-{name}" in GENERATORS:
         return f"tw-{name}"
-    close = difflib.get_close_matches(name, GENERATORS + tuple(g[3:] for g in GENERATORS[1:]), n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    containing = [g for g in GENERATORS if name and name.lower() in g]
+    spellings = {g: g for g in GENERATORS} | {g.removeprefix("tw-"): g for g in GENERATORS}
+    close = [spellings[c] for c in difflib.get_close_matches(name, list(spellings), n=1, cutoff=0.5)]
+    suggestion = containing if len(containing) == 1 else close
+    hint = f" Did you mean {suggestion[0]!r}?" if suggestion else ""
     raise UnknownNameError(f"unknown TextWorld challenge {name!r}.{hint} Known: {', '.join(GENERATORS)}.")
 
 
@@ -150,8 +153,9 @@ class GameConfig:
             with contextlib.redirect_stderr(message), contextlib.redirect_stdout(message):
                 namespace = parser.parse_args(args)
         except SystemExit:
-            reason = message.getvalue().strip().splitlines()[-1:] or ["invalid settings"]
-            raise ConfigError(f"invalid settings {settings} for tw-make {generator}: {reason[0]}") from None
+            lines = message.getvalue().strip().splitlines() or ["invalid settings"]
+            reason = lines[-1].split(": error: ", 1)[-1]  # drop argparse's "<prog> <generator>: error: "
+            raise ConfigError(f"invalid settings {settings} for tw-make {generator}: {reason}") from None
         canonical = tuple(sorted((k, v) for k, v in vars(namespace).items() if k not in _NOT_SETTINGS))
         return cls(generator, canonical)
 
