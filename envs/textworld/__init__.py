@@ -3,8 +3,10 @@
 >>> from agentrl import envs
 >>> env = envs.make("textworld", challenge="tw-coin_collector", settings={"level": 1}, expert=True)
 >>> obs, info = env.reset(options={"split": "train", "task_index": 0})   # generates the game on first use
->>> info["expert_action"]
-'go north'
+>>> info["instruction"], info["expert_action"]
+('Your objective is to retrieve the coin from the floor of the cellar.', 'take coin')
+>>> env.step("take coin")[1:4]     # reward, terminated, truncated
+(10.0, True, False)
 
 Pre-build a task set in parallel: ``agentrl data textworld --challenge tw-cooking --games 1000``. See
 :mod:`agentrl.envs.textworld.env` for splits, reward and observations, and

@@ -41,7 +41,8 @@ def parse_settings(
 def command(
     games: Annotated[int, typer.Option(min=1, help="Number of games (tasks) to build, from --start on.")] = 100,
     challenge: Annotated[
-        str, typer.Option(help="tw-make generator: tw-cooking, tw-simple, tw-coin_collector, tw-treasure_hunter, custom.")
+        str,
+        typer.Option(help="tw-make generator: tw-cooking, tw-simple, tw-coin_collector, tw-treasure_hunter, custom."),
     ] = "tw-cooking",
     split: Annotated[
         str, typer.Option(help="train, eval_in_distribution or eval_out_of_distribution (tw-cooking, tw-simple).")
@@ -53,12 +54,15 @@ def command(
     quest_length: Annotated[Optional[int], typer.Option(help="--quest-length of custom games.")] = None,
     setting: Annotated[
         Optional[list[str]],
-        typer.Option(help="Any other tw-make option KEY=VALUE, repeatable (e.g. --setting recipe=3 --setting cut=true)."),
+        typer.Option(help="Any other tw-make option KEY=VALUE, repeatable (--setting recipe=3 --setting cut=true)."),
     ] = None,
     cache_dir: Annotated[
-        Optional[Path], typer.Option(help="Game cache (default: $AGENTRL_TEXTWORLD_CACHE, else ~/.cache/agentrl/textworld).")
+        Optional[Path],
+        typer.Option(help="Game cache (default: $AGENTRL_TEXTWORLD_CACHE, else ~/.cache/agentrl/textworld)."),
     ] = None,
-    workers: Annotated[Optional[int], typer.Option(min=1, help="Parallel tw-make processes (default: CPU count).")] = None,
+    workers: Annotated[
+        Optional[int], typer.Option(min=1, help="Parallel tw-make processes (default: CPU count).")
+    ] = None,
 ) -> None:
     """Pre-build TextWorld games with tw-make (seeded, PYTHONHASHSEED=0) into the env's cache, in parallel.
 

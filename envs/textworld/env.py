@@ -6,15 +6,11 @@ cached on disk, or pre-built in parallel with ``agentrl data textworld``. They a
 own engine (``textworld.start``, what ``textworld.gym`` wraps) with ``EnvInfos(admissible_commands=True,
 won=True, policy_commands=True, ...)``.
 
-**Splits are seed ranges**, disjoint by construction:
+**Splits are seed ranges**, disjoint by construction (task ``i`` of a split is one seed):
 
-=============================  ==========================================  =====================================
-split                          seeds                                       games
-=============================  ==========================================  =====================================
-``train``                      ``0 .. train_games-1``                      the generator's training distribution
-``eval_in_distribution``       ``1_000_000 .. 1_000_000+eval_games-1``      same distribution, unseen seeds
-``eval_out_of_distribution``   ``2_000_000 .. 2_000_000+eval_games-1``      textworld's held-out distribution
-=============================  ==========================================  =====================================
+* ``train``: seeds ``0 .. train_games-1``, the generator's training distribution;
+* ``eval_in_distribution``: seeds ``1_000_000 + i``, the same distribution on unseen seeds;
+* ``eval_out_of_distribution``: seeds ``2_000_000 + i``, textworld's own held-out distribution.
 
 ``eval_out_of_distribution`` exists only for the generators that have a held-out distribution of their own:
 tw-cooking (``--split test``: unseen foods and preparations; train and eval_in_distribution use ``--split
@@ -23,13 +19,13 @@ train``) and tw-simple (``--test``: held-out foods). For ``custom``, ``tw-coin_c
 
 **Reward** (the convention of the other agentrl envs, verl-agent's ``10 * won``): ``success_reward`` (10) on the
 step that wins, else 0; set ``points_reward`` to also pay that much per point of the game's own score
-(tw-simple ``--rewards dense`` awards points for sub-goals). A game can also be lost (tw-cooking: eating a
-badly prepared meal), which ends the episode with ``won=False``.
+(tw-simple ``--rewards dense`` awards points for sub-goals). A game can also be lost (tw-cooking: eating an
+ingredient the recipe needs), which ends the episode with ``won=False`` and ``info["lost"]``.
 
 **Observations** are the game's text with the TextWorld logo of the first screen, Inform's trailing ``>`` prompt
 and status line, and the end-of-game RESTART/RESTORE menu removed, and runs of blank lines collapsed.
-``info["anchor"]`` is a digest of the true world state (the game's sorted logical facts), so GiGPO groups steps
-that reach the same state even when their feedback text differs ("You take the knife." vs a room description).
+``info["anchor"]`` is a digest of the true world state (the game's sorted logical facts) rather than the text:
+feedback such as "You take the knife." says little about the state, and a state is reached with different texts.
 
 **Actions** are sent as one line (whitespace collapsed, backslashes dropped: dumb-frotz reads them as its own
 escape commands, and ``\\q`` hangs it). Inform's out-of-world commands that would write files into the working
@@ -64,7 +60,7 @@ from agentrl.envs.textworld.generation import (
     GameConfig,
     resolve_generator,
 )
-from agentrl.errors import ConfigError, MissingDataError
+from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 
 #: First seed of each split; a split holds at most SEEDS_PER_SPLIT games, so the ranges never overlap.
 SPLIT_SEED_BASE: dict[str, int] = {"train": 0, "eval_in_distribution": 1_000_000, "eval_out_of_distribution": 2_000_000}
@@ -96,7 +92,9 @@ _END_MENU = re.compile(r"\n*Would you like to RESTART, RESTORE a saved game, QUI
 _BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
 #: Inform's out-of-world commands that write files into the working directory (save, script) or quit, restart or
 #: restore the interpreter behind textworld's state tracking. They are answered without reaching the game.
-BLOCKED_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "script", "transcript", "unscript", "noscript"})
+BLOCKED_COMMANDS = frozenset(
+    {"quit", "q", "restart", "restore", "save", "script", "transcript", "unscript", "noscript"}
+)
 BLOCKED_REPLY = "That command is not available in this game."
 _UNSAFE_CHARS = re.compile(r"[\\\x00-\x1f\x7f]")  # backslash and control characters (newlines included)
 _CLAUSE_SEPARATOR = re.compile(r"[.,;]|\bthen\b")  # Inform runs "take coin. go north" as two commands
@@ -274,6 +272,8 @@ class TextWorldEnv(TextEnv):
         return clean_feedback(self._state["feedback"], first=True), self._info()
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        if self._game is None:
+            raise AgentRLError("the game was closed; call reset() before step()")
         if self._game_over:  # the interpreter would now only answer its RESTART/RESTORE menu
             return "The game is over.", 0.0, True, self._info()
         command = sanitize_command(action)
