@@ -23,7 +23,7 @@ def small_config(algo: str, mode: str, iterations: int, **extra):
         "agent.mode": mode, "agent.think": False,
         "rollout.tasks_per_iteration": 2, "rollout.group_size": 2, "rollout.workers": 0,
         "generation.max_new_tokens": 8, "generation.max_prompt_tokens": 192,
-        "learner.lr": 1e-3, "learner.mini_batch_size": 8, "learner.micro_batch_size": 4,
+        "learner.lr": 1e-3, "learner.mini_batch_size": 8, "learner.micro_batch_size": 4, "learner.bf16": False,
         "run.iterations": iterations, "run.eval_every": 2, "run.eval_episodes": 2, "run.seed": 3,
     }
     if algo == "scpo":

@@ -265,6 +265,30 @@ def train_command(
                   f"curve in {result.run_dir / 'learning_curve.png'}")
 
 
+@app.command("sft")
+def sft_command(
+    env: Annotated[str, typer.Option("--env", help="Environment whose expert (expert=True) gives the demonstrations.")],
+    model: Annotated[str, typer.Option(help="Model to fine-tune: a local folder or a named offline model.")],
+    out: Annotated[Path, typer.Option(help="Folder to write the fine-tuned model to (save_pretrained form).")],
+    tasks: Annotated[int, typer.Option(min=1, help="Expert episodes to learn from (first N tasks of the train split).")] = 200,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
+    lr: Annotated[float, typer.Option(min=0.0, help="AdamW learning rate.")] = 1e-3,
+    mode: Annotated[str, typer.Option(help="'score' (softmax over admissible actions) or 'generate' (token NLL).")] = "score",
+    think: Annotated[bool, typer.Option(help="Train replies in think mode (<think></think><action>…</action>).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the shuffle and of a model built from config.")] = 0,
+    env_args: EnvArgs = None,
+) -> None:
+    """Supervised fine-tuning on expert demonstrations rendered exactly as the agent sees them (the RL warm start)."""
+    from agentrl.sft import sft_from_expert
+
+    if mode not in ("score", "generate"):
+        raise ConfigError(f"--mode must be 'score' or 'generate', got {mode!r}")
+    result = sft_from_expert(env, model, str(out), mode=mode, think=think, tasks=tasks, epochs=epochs, lr=lr,
+                             seed=seed, env_args=parse_assignments(env_args, "--env-arg"),
+                             on_epoch=lambda e, loss: console.print(f"epoch {e + 1}/{epochs}: loss {loss:.4f}"))
+    console.print(f"{result['demonstrations']} demonstrations, {result['train_s']:.0f} s; model written to {out}")
+
+
 # ---------------------------------------------------------------------------------------------------- data
 def _mount_data_commands() -> None:
     """Mount ``agentrl data <alias>`` for every registered env whose package has a ``data.command``."""

@@ -1,0 +1,126 @@
+"""Supervised fine-tuning on expert trajectories: the warm start before RL.
+
+Any env built with ``expert=True`` (walkthrough, planner or solver) yields demonstrations. Each expert step is
+rendered exactly as the ReAct agent renders it during RL (same template, same history, same chat template), and the
+target is the agent's reply for the expert action, so what SFT teaches is what rollouts ask for:
+
+- ``mode="score"``: cross-entropy of the scoring-mode policy, ``-log softmax_a(loglik(reply_a | prompt))`` at the
+  expert action, over the admissible actions' candidate replies (the distribution the policy samples from);
+- ``mode="generate"``: token-level negative log-likelihood of the expert reply (``<action>…</action>`` + end of turn).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentrl.agents.react import ReActAgent
+from agentrl.errors import AgentRLError
+from agentrl.policy import HFPolicy, choice_log_probs, token_log_probs
+
+
+@dataclass
+class Demonstration:
+    """One expert step: the prompt the agent would see, the candidates, and which one the expert chose."""
+
+    prompt_ids: list[int]
+    choice_ids: list[list[int]]
+    expert_index: int
+
+
+def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *, split: str | None = None,
+                           tasks: int = 100, env_args: dict[str, Any] | None = None,
+                           max_prompt_tokens: int = 2048) -> list[Demonstration]:
+    """Play the expert on the first ``tasks`` tasks of ``split`` and record every step as a demonstration."""
+    import agentrl.envs as envs
+
+    env = envs.make(env_name, expert=True, **(env_args or {}))
+    base = env.unwrapped
+    split = split or base.splits[0]
+    demos: list[Demonstration] = []
+    for task_id in list(base.task_ids(split))[:tasks]:
+        obs, info = env.reset(options={"task_id": task_id})
+        agent.reset(1)
+        while True:
+            expert = info.get("expert_action")
+            actions = agent.candidate_actions(info)
+            if expert is None or expert not in actions:
+                break  # no expert move the agent could express: end this demonstration here
+            prompt = policy.render(agent.messages(0, obs, info))[-max_prompt_tokens:]
+            choice_ids = [policy.choice_token_ids(reply) for reply in agent.candidates(info)]
+            demos.append(Demonstration(prompt, choice_ids, actions.index(expert)))
+            agent.record(0, obs, expert)
+            obs, _, terminated, truncated, info = env.step(expert)
+            if terminated or truncated:
+                break
+    env.close()
+    if not demos:
+        raise AgentRLError(f"the expert of {env_name!r} produced no demonstrations on split {split!r}")
+    return demos
+
+
+def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
+        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0,
+        on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
+    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch."""
+    if mode not in ("score", "generate"):
+        raise AgentRLError(f"sft mode must be 'score' or 'generate', got {mode!r}")
+    model = policy.model
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                                  weight_decay=weight_decay)
+    rng = random.Random(seed)
+    order = list(range(len(demos)))
+    losses = []
+    for epoch in range(epochs):
+        rng.shuffle(order)
+        total, count = 0.0, 0
+        for start in range(0, len(order), batch_size):
+            batch = [demos[i] for i in order[start:start + batch_size]]
+            prompts = [d.prompt_ids for d in batch]
+            if mode == "score":
+                log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+                loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
+            else:
+                targets = [d.choice_ids[d.expert_index] for d in batch]
+                logprobs, _, mask = token_log_probs(model, prompts, targets)
+                loss = -(logprobs * mask).sum() / mask.sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += float(loss.detach()) * len(batch)
+            count += len(batch)
+        losses.append(total / max(count, 1))
+        if on_epoch is not None:
+            on_epoch(epoch, losses[-1])
+    model.eval()
+    return losses
+
+
+def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool = False,
+                    tasks: int = 200, epochs: int = 3, lr: float = 1e-3, batch_size: int = 16, seed: int = 0,
+                    env_args: dict[str, Any] | None = None, max_prompt_tokens: int = 2048,
+                    on_epoch: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """Collect demonstrations, fine-tune ``model`` on them and save the result to ``out_dir``."""
+    from pathlib import Path
+
+    from agentrl.models import resolve_model
+
+    torch.manual_seed(seed)
+    policy = HFPolicy(resolve_model(model, Path(out_dir).parent / "models"), device="cpu")
+    agent = ReActAgent(env_family=ReActAgent.family_for_env(env_name), think=think)
+    start = time.perf_counter()
+    demos = collect_demonstrations(env_name, policy, agent, tasks=tasks, env_args=env_args,
+                                   max_prompt_tokens=max_prompt_tokens)
+    collected = time.perf_counter()
+    losses = sft(policy, demos, mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                 on_epoch=on_epoch)
+    policy.save_pretrained(out_dir)
+    return {"demonstrations": len(demos), "losses": losses, "collect_s": collected - start,
+            "train_s": time.perf_counter() - collected, "out_dir": str(out_dir)}
