@@ -39,7 +39,6 @@ FIXTURE_GAMES = [(challenge, "train") for challenge in FAST_SETTINGS] + [
     ("tw-simple", "eval_out_of_distribution"),
     ("tw-coin_collector", "eval_in_distribution"),
 ]
-AGENTRL_CLI = Path(sys.executable).with_name("agentrl")
 
 
 def make_env(cache: Path, challenge: str, **kwargs) -> TextWorldEnv:
@@ -368,18 +367,17 @@ def test_data_command_generates_in_parallel(tmp_path, capsys):
     assert info["won"] and info["seed"] == 4
 
 
-@pytest.mark.skipif(not AGENTRL_CLI.exists(), reason="the agentrl console script is not installed")
-def test_cli_data_and_expert_eval(cache, tmp_path):
+def test_cli_data_and_expert_eval(cache, tmp_path, agentrl_cli):
     environ = {**os.environ, "AGENTRL_TEXTWORLD_CACHE": str(cache), "COLUMNS": "200"}
     done = subprocess.run(
-        [str(AGENTRL_CLI), "data", "textworld", "--games", "1", "--challenge", "custom", "--world-size", "2",
+        [*agentrl_cli, "data", "textworld", "--games", "1", "--challenge", "custom", "--world-size", "2",
          "--nb-objects", "3", "--quest-length", "2"], capture_output=True, text=True, env=environ, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "1 cached" in done.stderr
     report = tmp_path / "report.json"
     done = subprocess.run(
-        [str(AGENTRL_CLI), "eval", "--env", "textworld", "--agent", "expert", "-e", "challenge=tw-cooking",
+        [*agentrl_cli, "eval", "--env", "textworld", "--agent", "expert", "-e", "challenge=tw-cooking",
          "-e", "settings={recipe: 1, take: 1, go: 6, open: true}", "-e", "eval_games=1", "--out", str(report)],
         capture_output=True, text=True, env=environ, timeout=300,
     )
