@@ -1,7 +1,8 @@
 """Crafting: the built-in long-horizon text environment (``agentrl/Crafting-v0``, alias ``crafting``).
 
-A procedurally generated crafting world for tests, docs and CPU demos. Each task asks for one item that needs a
-chain of 5-15 actions: walk to the places where raw materials lie, gather them, walk to the right stations
+A procedurally generated crafting world for tests, docs and CPU demos. The first observation gives the task, a map of
+where each raw material lies and the recipes the agent knows; gathering and crafting report the inventory. So the
+state is observable and the expert is imitable, yet each task needs a chain of 5-15 actions: walk to the places where raw materials lie, gather them, walk to the right stations
 (workbench, furnace, anvil) and craft the intermediate items, then the target. Reward is sparse (``success_reward``
 on the crafting of the target, 0 otherwise), but failed attempts usually contain real partial progress (gathered
 materials, crafted intermediates), which is what SCPO's credit is for. Distractors are real: unneeded materials
@@ -214,8 +215,13 @@ class CraftingEnv(TextEnv):
             f"- {r}: at the {RECIPES[r][0]}, from {_ingredients(RECIPES[r][1])}" for r in self._task.known_recipes
         )
         places = _listing(PLACES + STATIONS)
+        where = "\n".join(
+            f"- {place}: {_listing(sorted(m for m, p in self._task.material_places.items() if p == place))}"
+            for place in PLACES if place in self._task.material_places.values()
+        )
         obs = (
             f"You are at the {START}. From here you can go to the {places}.\n"
+            f"Your map shows where materials lie:\n{where}\n"
             f"Recipes you know:\n{recipes}\n"
             f"Your task is to: craft {_a(self._task.target)}."
         )
@@ -230,23 +236,26 @@ class CraftingEnv(TextEnv):
         elif command == "look":
             obs = self._describe_location()
         elif command == "inventory":
-            obs = f"You carry {_listing(sorted(self._inventory.elements()))}."
+            obs = self._carrying()
         elif command.startswith("go to "):
             self._location = command[len("go to "):]
             obs = f"You arrive at the {self._location}. " + self._describe_location()
         elif command.startswith("gather "):
             material = command[len("gather "):]
             self._inventory[material] += 1
-            obs = f"You gather {material}."
+            obs = f"You gather {material}. {self._carrying()}"
         else:  # craft
             item = command[len("craft "):]
             inputs = RECIPES[item][1]
             self._inventory -= Counter(inputs)
             self._inventory[item] += 1
             won = item == self._task.target
-            obs = f"You craft {_a(item)} from {_ingredients(inputs)}." + (" Task complete!" if won else "")
+            obs = f"You craft {_a(item)} from {_ingredients(inputs)}." + (" Task complete!" if won else f" {self._carrying()}")
         reward = self.success_reward if won else 0.0
         return obs, reward, won, self._info(won=won)
+
+    def _carrying(self) -> str:
+        return f"You carry {_listing(sorted(self._inventory.elements()))}."
 
     def _describe_location(self) -> str:
         assert self._task is not None

@@ -96,7 +96,7 @@ def test_crafting_consumes_ingredients():
     if "plank" not in task.known_recipes:
         pytest.skip("task 0 does not list the plank recipe")
     obs, *_ = env.step("craft plank")
-    assert obs == "You craft a plank from wood."
+    assert obs == "You craft a plank from wood. You carry plank."
     assert env.step("inventory")[0] == "You carry plank."
     assert "craft plank" not in env.step("look")[4]["admissible_actions"]
 
