@@ -174,3 +174,22 @@ def test_drop_in_example_runs_and_learns():
                          text=True, timeout=300, check=True)
     rates = [float(line.split()[-1]) for line in out.stdout.splitlines() if "success rate" in line]
     assert len(rates) >= 2 and rates[-1] > rates[0] + 0.3
+
+
+def test_the_docs_example_algorithm_runs():
+    text = (REPO / "docs" / "algorithms.md").read_text()
+    section = text.split("## Adding an algorithm", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    try:
+        exec(compile(code, "docs/algorithms.md", "exec"), namespace)
+        trajectories = [
+            Trajectory("g", 0, True, [Step("o", "a", 0.0, False), Step("o", "b", 10.0, True)]),
+            Trajectory("g", 1, False, [Step("o", "a", 0.0, True)]),
+            Trajectory("g", 2, False, [Step("o", "c", 0.0, True)]),
+        ]
+        result = get_algorithm("rloo").compute(trajectories, {"scale": 0.5})
+        # R = 10, 0, 0: baselines 0, 5, 5 → A = 10, −5, −5, times 0.5
+        np.testing.assert_allclose(np.concatenate(result.advantages), [5, 5, -2.5, -2.5])
+    finally:
+        ALGORITHMS._items.pop("rloo", None)

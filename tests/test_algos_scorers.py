@@ -72,7 +72,7 @@ def test_minilm_loads_from_the_installed_package_once_and_frozen(minilm):
 
 
 def test_minilm_similarity(minilm):
-    scorer = BiEncoderScorer()
+    scorer = BiEncoderScorer(precision="float32")
     scorer.prepare(QUERIES + REFERENCES)
     S = scorer.similarity(QUERIES, REFERENCES)
     assert S.shape == (3, 4) and np.all((S >= 0) & (S <= 1))
@@ -81,10 +81,12 @@ def test_minilm_similarity(minilm):
     assert len(scorer._cache) == len(set(QUERIES + REFERENCES))  # each unique text encoded once
     scorer._embed = None  # a second call must come from the cache, not the model
     np.testing.assert_array_equal(scorer.similarity(QUERIES, REFERENCES), S)
+    bf16 = BiEncoderScorer(precision="bfloat16")(QUERIES, REFERENCES)  # the faster "auto" path on bf16 CPUs
+    np.testing.assert_allclose(bf16, S, atol=0.01)
 
 
 def test_bertscore_matches_the_bert_score_package(minilm):
-    ours = BERTScoreScorer()(QUERIES, REFERENCES)
+    ours = BERTScoreScorer(precision="float32")(QUERIES, REFERENCES)
     assert ours.shape == (3, 4) and ours[0, 0] == pytest.approx(1.0, abs=1e-5)
     bert_score = pytest.importorskip("bert_score")
     reference = bert_score.BERTScorer(model_type=default_minilm_path(), num_layers=6)

@@ -53,8 +53,14 @@ class SCPOConfig(AlgoConfig):
     """Defaults: algorithms.md §4.4 (the base estimator keeps the §1.6 defaults)."""
 
     base: Literal["gigpo", "grpo"] = option("gigpo", "base estimator SCPO adds its credit to")
-    scorer: str = option("minilm", "step-similarity scorer: minilm | cross_encoder | bertscore | lexical")
+    scorer: str = option(
+        "minilm", "step-similarity scorer: minilm, cross_encoder, bertscore or lexical (or a registered name)"
+    )
     scorer_model_path: str | None = option(None, "local model folder for the scorer (required by cross_encoder)")
+    scorer_device: str = option("cpu", "torch device of the scorer model ('cpu', 'cuda', 'cuda:1', ...)")
+    scorer_precision: Literal["auto", "float32", "bfloat16"] = option(
+        "auto", "scorer model precision; auto = bfloat16 autocast where the hardware has native bfloat16"
+    )
     match_threshold: float | None = option(None, "τ: minimum similarity to match; None = the scorer's default")
     credit_scale: float = option(0.5, "ρ: share of the matched sibling step's return given as credit")
     credit_gamma: float = option(0.95, "γ_c: discount of the sibling return G_j used for the credit")
@@ -124,6 +130,8 @@ def scpo_credit_flat(
     *,
     scorer: str | Scorer | Callable = "minilm",
     scorer_model_path: str | None = None,
+    scorer_device: str = "cpu",
+    scorer_precision: str = "auto",
     match_threshold: float | None = None,
     credit_scale: float = 0.5,
     credit_gamma: float = 0.95,
@@ -135,7 +143,7 @@ def scpo_credit_flat(
     layout = batch_layout(group_index, traj_index, step_index)
     reward = np.asarray(reward, dtype=np.float64)
     valid = np.ones(len(reward), bool) if valid is None else np.asarray(valid, dtype=bool)
-    scorer_obj = resolve_scorer(scorer, scorer_model_path)
+    scorer_obj = resolve_scorer(scorer, scorer_model_path, scorer_device, scorer_precision)
     return scpo_credit(
         layout,
         reward,
@@ -280,6 +288,8 @@ def _scpo(
     *,
     scorer: str | Scorer | Callable,
     scorer_model_path: str | None,
+    scorer_device: str,
+    scorer_precision: str,
     match_threshold: float | None,
     base: str,
     credit_scale: float,
@@ -300,7 +310,7 @@ def _scpo(
     """SCPO advantages, base advantages, the credit, and base diagnostics."""
     check_scpo_options(base, combination, match_threshold, credit_scale, credit_gamma)
     traj_success = trajectory_success(layout, success)
-    scorer_obj = resolve_scorer(scorer, scorer_model_path)
+    scorer_obj = resolve_scorer(scorer, scorer_model_path, scorer_device, scorer_precision)
     credit = scpo_credit(
         layout,
         reward,
@@ -353,6 +363,8 @@ def scpo_advantages_flat(
     *,
     scorer: str | Scorer | Callable = "minilm",
     scorer_model_path: str | None = None,
+    scorer_device: str = "cpu",
+    scorer_precision: str = "auto",
     match_threshold: float | None = None,
     base: str = "gigpo",
     credit_scale: float = 0.5,
@@ -390,6 +402,8 @@ def scpo_advantages_flat(
         None if anchor is None else as_object_array(anchor),
         scorer=scorer,
         scorer_model_path=scorer_model_path,
+        scorer_device=scorer_device,
+        scorer_precision=scorer_precision,
         match_threshold=match_threshold,
         base=base,
         credit_scale=credit_scale,
