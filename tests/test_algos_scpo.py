@@ -293,17 +293,19 @@ def test_plain_function_scorer():
 
 STEP_TEXTS = [DESK, MUG, SHELF, PUT, INVENTORY, LOOK, "go to desk 1 -> You arrive at desk 1!",
               "go to desk 2 -> You arrive at desk 2.", "put mug 1 in/on shelf 1 -> Nothing happens."]
+LOOPY_TEXTS = [DESK, "go to desk 1 -> You arrive at desk 1!", "go to desk 2 -> You arrive at desk 2.", MUG]
 
 
 @st.composite
-def scpo_batches(draw, terminal_only=False, allow_invalid=True):
+def scpo_batches(draw, terminal_only=False, allow_invalid=True, vocabulary=None):
     """Groups of rollouts over a small vocabulary of ALFWorld-like step texts (repeats, near-duplicates)."""
+    vocabulary = vocabulary or draw(st.sampled_from([STEP_TEXTS, LOOPY_TEXTS]))
     trajectories = []
     for g in range(draw(st.integers(1, 3))):
         for k in range(draw(st.integers(1, 5))):
             length = draw(st.integers(1, 7))
             success = draw(st.booleans())
-            texts = draw(st.lists(st.sampled_from(STEP_TEXTS), min_size=length, max_size=length))
+            texts = draw(st.lists(st.sampled_from(vocabulary), min_size=length, max_size=length))
             if terminal_only or draw(st.booleans()):
                 rewards = [0.0] * (length - 1) + [10.0 if success else 0.0]
             else:
@@ -358,7 +360,7 @@ def test_p1_p2_p4_successes_and_unmixed_groups_keep_the_base(trajectories, opts)
     assert 0.0 <= diagnostics["failed_steps_credited_frac"] <= 1.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(scpo_batches(), st.sampled_from(["dp", "greedy"]), st.sampled_from(["coverage", "shortest", "random"]))
 def test_p3_p6_positions_increase_each_used_once_and_repeats_earn_nothing(trajectories, alignment, sibling):
     b = to_flat(trajectories)

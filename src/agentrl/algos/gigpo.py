@@ -249,6 +249,7 @@ def anchor_summary(parts: dict[str, np.ndarray]) -> dict[str, float]:
     GiGPOConfig,
 )
 def compute_gigpo(batch: StepBatch, config: GiGPOConfig) -> tuple[np.ndarray, dict[str, float]]:
+    """``A = A^E + ω·A^S`` (algorithms.md §3; arXiv:2505.10978 Eqs. 3–8), with step-group diagnostics."""
     layout = batch_layout(batch.group_index, batch.traj_index, batch.step_index)
     advantages, parts = _gigpo(
         layout,

@@ -112,6 +112,7 @@ def grpo_advantages_flat(
     GRPOConfig,
 )
 def compute_grpo(batch: StepBatch, config: GRPOConfig) -> tuple[np.ndarray, dict[str, float]]:
+    """``A_{i,t} = (R(τ_i) − p·invalid_{i,t} − μ_g) / (σ_g + ε)`` (algorithms.md §2.1; arXiv:2505.10978 Eq. 3)."""
     layout = batch_layout(batch.group_index, batch.traj_index, batch.step_index)
     advantages, _ = episode_advantages(
         layout,

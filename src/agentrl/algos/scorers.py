@@ -72,11 +72,12 @@ class EmbeddingScorer(Scorer):
         """Embeddings of ``texts`` in one batched model call."""
 
     def prepare(self, texts: Sequence[str]) -> None:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        wanted = list(dict.fromkeys(texts))
+        missing = [t for t in wanted if t not in self._cache]
         if not missing:
             return
-        if len(self._cache) + len(missing) > CACHE_LIMIT:
-            self._cache.clear()
+        if len(self._cache) + len(missing) > CACHE_LIMIT:  # start over, keeping what this call needs
+            self._cache = {t: self._cache[t] for t in wanted if t in self._cache}
         self._cache.update(zip(missing, self._embed(missing)))
 
     def _lookup(self, texts: Sequence[str]) -> list[Any]:

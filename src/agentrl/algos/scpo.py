@@ -432,21 +432,16 @@ def conflict_rates(
     the same group) whose similarity is ≥ τ under the SCPO scorer, the share whose advantages have strictly
     opposite signs (a·b < 0). ``similar_pairs`` is the number of such pairs.
     """
-    pairs = opposite_before = opposite_after = 0
+    pairs, opposite = 0, {"before": 0, "after": 0}
     for failed_rows, winner_rows, S in credit.similar_pairs:
         similar = S > 0
         pairs += int(similar.sum())
-        for advantages, counter in ((before, "before"), (after, "after")):
-            sign_f, sign_s = np.sign(advantages[failed_rows]), np.sign(advantages[winner_rows])
-            opposite = int(np.sum(similar & (sign_f[:, None] * sign_s[None, :] < 0)))
-            if counter == "before":
-                opposite_before += opposite
-            else:
-                opposite_after += opposite
+        for name, advantages in (("before", before), ("after", after)):
+            opposite_sign = np.sign(advantages[failed_rows])[:, None] * np.sign(advantages[winner_rows])[None, :] < 0
+            opposite[name] += int(np.sum(similar & opposite_sign))
     return {
         "similar_pairs": float(pairs),
-        "conflict_rate_before": opposite_before / pairs if pairs else 0.0,
-        "conflict_rate_after": opposite_after / pairs if pairs else 0.0,
+        **{f"conflict_rate_{name}": count / pairs if pairs else 0.0 for name, count in opposite.items()},
     }
 
 
@@ -476,6 +471,8 @@ def identical_text_conflict_rates(
     SCPOConfig,
 )
 def compute_scpo(batch: StepBatch, config: SCPOConfig) -> tuple[np.ndarray, dict[str, float]]:
+    """``A_t^i = A_base(i, t) + ρ·M[t, j]·G_j^{k*} / F_g`` (algorithms.md §4.2; Xu et al., arXiv:2606.25852),
+    with the SCPO diagnostics (credited share, mean credit, mixed groups, conflict rates before/after)."""
     layout = batch_layout(batch.group_index, batch.traj_index, batch.step_index)
     texts = [str(t) for t in batch.step_text]
     options = {k: getattr(config, k) for k in config.__dataclass_fields__ if k != "step_text"}
@@ -513,4 +510,5 @@ class SCPOGRPOConfig(SCPOConfig):
     "scpo_grpo", "SCPO on a GRPO base (shorthand for scpo with base=grpo; arXiv:2606.25852)", SCPOGRPOConfig
 )
 def compute_scpo_grpo(batch: StepBatch, config: SCPOGRPOConfig) -> tuple[np.ndarray, dict[str, float]]:
+    """SCPO with A_base = GRPO (algorithms.md §4.4 "base estimator"); see :func:`compute_scpo`."""
     return compute_scpo(batch, config)
