@@ -133,13 +133,17 @@ def load_batch(tar_path: Path, groups: int, group_size: int, max_steps: int, see
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time in seconds over ``repeats`` calls, and the last result."""
-    times, result = [], None
+    """Median wall time in seconds over ``repeats`` calls, and the last result. The median process CPU time
+    (all threads) is kept in ``timed.cpu``: on a machine shared with other jobs it shows how much of the
+    wall time was this process computing."""
+    walls, cpus, result = [], [], None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - start_cpu)
+    timed.cpu = statistics.median(cpus)
+    return statistics.median(walls), result
 
 
 def main() -> None:
@@ -171,9 +175,13 @@ def main() -> None:
     results: dict[str, dict] = {}
 
     def record(name: str, seconds: float, target: float | None = None, **extra) -> None:
-        results[name] = {"ms": round(seconds * 1000, 2), "target_ms": target and target * 1000, **extra}
+        cpu = getattr(timed, "cpu", None)
+        timed.cpu = None
+        results[name] = {"ms": round(seconds * 1000, 2), "cpu_ms": cpu and round(cpu * 1000, 2),
+                         "target_ms": target and target * 1000, **extra}
         flag = "" if target is None else ("  ok" if seconds < target else "  OVER TARGET")
-        print(f"{name:<42} {seconds * 1000:10.1f} ms{flag}", flush=True)
+        cpu_text = f"  (cpu {cpu * 1000:8.1f} ms)" if cpu is not None else ""
+        print(f"{name:<44} {seconds * 1000:9.1f} ms{cpu_text}{flag}", flush=True)
 
     print(f"batch: {json.dumps(info)}")
     flat = (f.group_index, f.traj_index, f.step_index, f.reward, f.valid)
@@ -222,6 +230,7 @@ def main() -> None:
     import torch
 
     out = {
+        "load_average": os.getloadavg(),
         "batch": info,
         "timings": results,
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
