@@ -119,10 +119,7 @@ class Trainer:
         torch.manual_seed(cfg.run.seed)
 
         self.algorithm = algos.get_algorithm(cfg.algo.name)
-        try:
-            self.algo_config = self.algorithm.config_cls(**cfg.algo.options)
-        except TypeError as exc:
-            raise ConfigError(f"bad option for algorithm {cfg.algo.name!r}: {exc}") from exc
+        self.algo_config = self.algorithm.make_config(cfg.algo.options)
 
         self.train_split, self.train_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.train_split, False)
         self.eval_split, self.eval_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.eval_split, True)
@@ -317,13 +314,18 @@ class Trainer:
 
 
 def train(env: str = "crafting", algo: str = "scpo", model: str | None = None, *, config: TrainConfig | None = None,
-          run_dir: str | Path | None = None, resume: bool = False, console: Any = None, **sections: Any) -> TrainResult:
+          run_dir: str | Path | None = None, resume: bool = False, console: Any = None,
+          env_args: dict[str, Any] | None = None, algo_options: dict[str, Any] | None = None,
+          **sections: dict[str, Any]) -> TrainResult:
     """Train from Python in one call: ``agentrl.train(env="crafting", algo="gigpo", model="path/to/model")``.
 
-    ``sections`` are config sections as dicts (``rollout={"group_size": 4}``); see :class:`TrainConfig`.
+    ``sections`` are the other config sections as dicts (``rollout={"group_size": 4}``, ``run={"iterations": 10}``);
+    see :class:`~agentrl.config.TrainConfig`. ``config`` replaces all of it with a ready configuration.
     """
     if config is None:
-        data: dict[str, Any] = {"env": {"name": env}, "algo": {"name": algo}, "model": {"path": model}}
+        data: dict[str, Any] = {"env": {"name": env, "args": dict(env_args or {})},
+                                "algo": {"name": algo, "options": dict(algo_options or {})},
+                                "model": {"path": model}}
         for key, value in sections.items():
             data[key] = {**data.get(key, {}), **value}
         config = from_dict(TrainConfig, data)
