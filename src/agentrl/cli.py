@@ -231,8 +231,10 @@ def _print_report(report, out: Path | None) -> None:
 # ---------------------------------------------------------------------------------------------------- train
 @app.command("train")
 def train_command(
-    env: Annotated[str, typer.Option("--env", help="Environment alias, Gymnasium id, entry point or module:Class.")] = "alfworld",
-    algo: Annotated[str, typer.Option("--algo", help="Credit-assignment algorithm (see `agentrl algos`).")] = "scpo",
+    env: Annotated[Optional[str], typer.Option("--env", help="Environment alias, Gymnasium id, entry point or "
+                                               "module:Class (default: the config's, else alfworld).")] = None,
+    algo: Annotated[Optional[str], typer.Option("--algo", help="Credit-assignment algorithm, see `agentrl algos` "
+                                                "(default: the config's, else scpo).")] = None,
     model: Annotated[Optional[str], typer.Option(help="Policy: a local Hugging Face folder or a named offline model "
                                                  "('tiny-random').")] = None,
     config: Annotated[Optional[Path], typer.Option(help="YAML/TOML/JSON config file (sections env, algo, agent, "
@@ -247,17 +249,19 @@ def train_command(
     from agentrl.config import build_config
     from agentrl.trainer import Trainer
 
-    overrides = parse_assignments(set_, "--set")
-    base: dict[str, Any] = {"env": {"name": env, "args": parse_assignments(env_args, "--env-arg")},
-                            "algo": {"name": algo}}
-    if model is not None:
-        base["model"] = {"path": model}
+    # Precedence: defaults < --config file < explicit flags < --set.
+    flags: dict[str, Any] = {}
+    for key, value in (("env.name", env), ("algo.name", algo), ("model.path", model)):
+        if value is not None:
+            flags[key] = value
+    for key, value in parse_assignments(env_args, "--env-arg").items():
+        flags[f"env.args.{key}"] = value
+    overrides = {**flags, **parse_assignments(set_, "--set")}
     if resume and run_dir is None:
         raise ConfigError("--resume needs --run-dir (the run to continue)")
-    if resume and config is None and run_dir is not None and (run_dir / "config.yaml").is_file():
+    if resume and config is None and (run_dir / "config.yaml").is_file():
         config = run_dir / "config.yaml"  # resume with the run's own resolved config
-        base = {}
-    cfg = build_config(config, overrides, base=base)
+    cfg = build_config(config, overrides)
     trainer = Trainer(cfg, run_dir=run_dir, resume=resume, console=console)
     console.print(f"run directory: {trainer.run_dir}")
     result = trainer.train()
