@@ -185,7 +185,16 @@ class CraftingEnv(TextEnv):
     default_max_steps: ClassVar[int | None] = 30
 
     def __init__(self, split: str | None = None, max_steps: int | None = -1, expert: bool = False,
-                 render_mode: str | None = None, success_reward: float = 10.0):
+                 render_mode: str | None = None, success_reward: float = 10.0, max_plan_length: int | None = None):
+        """``max_plan_length``: a difficulty knob. Keep only the tasks whose expert plan has at most this many steps
+        (``MIN_EXPERT_STEPS`` .. ``MAX_EXPERT_STEPS``; ``None`` keeps all). The splits shrink (about 40% of tasks
+        have plans of 5-6 steps, 50% of at most 7; the held-out targets of ``eval_out_of_distribution`` all need
+        7 or more, so that split can become empty) but every kept task keeps its id, world and observations, so
+        ``task_index`` counts among the kept tasks only. For CPU demos where the full horizon is too hard."""
+        if max_plan_length is not None and not MIN_EXPERT_STEPS <= int(max_plan_length) <= MAX_EXPERT_STEPS:
+            raise ValueError(f"max_plan_length must be in [{MIN_EXPERT_STEPS}, {MAX_EXPERT_STEPS}] or None, "
+                             f"got {max_plan_length!r}")
+        self.max_plan_length = None if max_plan_length is None else int(max_plan_length)
         super().__init__(split=split, max_steps=max_steps, expert=expert, render_mode=render_mode)
         self.success_reward = float(success_reward)
         self._task: CraftingTask | None = None
@@ -196,11 +205,13 @@ class CraftingEnv(TextEnv):
     def task_ids(self, split: str | None = None) -> Sequence[str]:
         split = split or self.split
         self._check_split(split)
-        return _task_ids(split)
+        return _task_ids(split, self.max_plan_length)
 
     def _has_task(self, task_id: str) -> bool:
         split, _, index = task_id.partition("/")
-        return split in SPLIT_SIZES and index.isdigit() and int(index) < SPLIT_SIZES[split]
+        if not (split in SPLIT_SIZES and index.isdigit() and int(index) < SPLIT_SIZES[split]):
+            return False
+        return self.max_plan_length is None or make_task(split, int(index)).expert_length <= self.max_plan_length
 
     def task(self, task_id: str) -> CraftingTask:
         split, _, index = task_id.partition("/")
@@ -292,5 +303,6 @@ class CraftingEnv(TextEnv):
 
 
 @lru_cache(maxsize=None)
-def _task_ids(split: str) -> tuple[str, ...]:
-    return tuple(f"{split}/{i:05d}" for i in range(SPLIT_SIZES[split]))
+def _task_ids(split: str, max_plan_length: int | None = None) -> tuple[str, ...]:
+    return tuple(f"{split}/{i:05d}" for i in range(SPLIT_SIZES[split])
+                 if max_plan_length is None or make_task(split, i).expert_length <= max_plan_length)

@@ -124,3 +124,23 @@ def test_random_agent_rarely_wins_but_tasks_are_not_impossible():
                 wins[info["won"]] += 1
                 break
     assert 0 < wins[True] < 30  # sparse: well under 1% of random episodes succeed
+
+
+def test_max_plan_length_keeps_short_tasks_with_their_ids():
+    full = envs.make("crafting").unwrapped
+    short = envs.make("crafting", max_plan_length=6, expert=True)
+    for split in SPLIT_SIZES:
+        ids = short.unwrapped.task_ids(split)
+        assert len(ids) < SPLIT_SIZES[split]
+        assert len(ids) > 0 or split == "eval_out_of_distribution"  # held-out targets all need 7+ steps
+        assert set(ids) <= set(full.task_ids(split))
+        assert all(make_task(*(lambda s, i: (s, int(i)))(*t.split("/"))).expert_length <= 6 for t in ids[:50])
+    task_id = short.unwrapped.task_ids("train")[3]
+    obs, _ = short.reset(options={"task_index": 3})
+    assert obs == full.reset(options={"task_id": task_id})[0]  # same id, same world, same observation
+    assert play_expert(short, task_id)[2] <= 6
+    long_id = next(t for t in full.task_ids("train") if t not in set(short.unwrapped.task_ids("train")))
+    with pytest.raises(Exception):
+        short.reset(options={"task_id": long_id})
+    with pytest.raises(ValueError):
+        envs.make("crafting", max_plan_length=3)

@@ -784,11 +784,17 @@ class HFPolicy:
         try:
             with torch.inference_mode():
                 for start in range(0, len(prompts), step):
-                    part = slice(start, start + step)
-                    log_policy, seq_logliks = choice_log_probs(self.model, prompts[part], choice_ids[part],
+                    # Identical prompts with identical candidates (a group's first step) are scored once.
+                    unique: dict[tuple, int] = {}
+                    rows = range(start, min(start + step, len(prompts)))
+                    slots = [unique.setdefault((tuple(prompts[r]), tuple(map(tuple, choice_ids[r]))), r) for r in rows]
+                    firsts = list(dict.fromkeys(slots))
+                    log_policy, seq_logliks = choice_log_probs(self.model, [prompts[r] for r in firsts],
+                                                               [choice_ids[r] for r in firsts],
                                                                temperature=temperature, pad_id=self.pad_token_id)
-                    for offset, (logp, seq) in enumerate(zip(log_policy, seq_logliks)):
-                        row = start + offset
+                    computed = {r: (lp, sl) for r, lp, sl in zip(firsts, log_policy, seq_logliks)}
+                    for row, first in zip(rows, slots):
+                        logp, seq = computed[first]
                         if sample and temperature > 0:
                             index = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
                         else:

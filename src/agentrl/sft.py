@@ -65,12 +65,22 @@ def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *
 
 
 def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
-        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0,
+        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0, bf16: bool | str = "auto",
         on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
-    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch."""
+    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
+
+    ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
+    (:func:`agentrl.learner.bf16_autocast_pays`: native bf16, and on a CPU a model wide enough to gain).
+    """
+    from agentrl.learner import bf16_autocast_pays
+
     if mode not in ("score", "generate"):
         raise AgentRLError(f"sft mode must be 'score' or 'generate', got {mode!r}")
+    if bf16 not in (True, False, "auto"):
+        raise AgentRLError(f"bf16 must be true, false or 'auto', got {bf16!r}")
     model = policy.model
+    device = next(model.parameters()).device
+    autocast = bf16 is True or (bf16 == "auto" and bf16_autocast_pays(model))
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                                   weight_decay=weight_decay)
@@ -83,13 +93,14 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
         for start in range(0, len(order), batch_size):
             batch = [demos[i] for i in order[start:start + batch_size]]
             prompts = [d.prompt_ids for d in batch]
-            if mode == "score":
-                log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
-                loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
-            else:
-                targets = [d.choice_ids[d.expert_index] for d in batch]
-                logprobs, _, mask = token_log_probs(model, prompts, targets)
-                loss = -(logprobs * mask).sum() / mask.sum()
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+                if mode == "score":
+                    log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+                    loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
+                else:
+                    targets = [d.choice_ids[d.expert_index] for d in batch]
+                    logprobs, _, mask = token_log_probs(model, prompts, targets)
+                    loss = -(logprobs * mask).sum() / mask.sum()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -106,7 +117,7 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
 def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool = False,
                     tasks: int = 200, epochs: int = 3, lr: float = 1e-3, batch_size: int = 16, seed: int = 0,
                     env_args: dict[str, Any] | None = None, max_prompt_tokens: int = 2048,
-                    on_epoch: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+                    bf16: bool | str = "auto", on_epoch: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Collect demonstrations, fine-tune ``model`` on them and save the result to ``out_dir``."""
     from pathlib import Path
 
@@ -120,7 +131,7 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
                                    max_prompt_tokens=max_prompt_tokens)
     collected = time.perf_counter()
     losses = sft(policy, demos, mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                 on_epoch=on_epoch)
+                 bf16=bf16, on_epoch=on_epoch)
     policy.save_pretrained(out_dir)
     return {"demonstrations": len(demos), "losses": losses, "collect_s": collected - start,
             "train_s": time.perf_counter() - collected, "out_dir": str(out_dir)}
