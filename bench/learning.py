@@ -1,0 +1,156 @@
+"""Does training raise success? SFT warm start from the expert, then RL, on the built-in Crafting env (CPU, minutes).
+
+Pipeline (what a user on a laptop runs, at a small scale):
+
+1. build a small random Llama with a domain BPE tokenizer trained on Crafting prompts;
+2. SFT it briefly on expert demonstrations (scoring mode: softmax over admissible actions), so that it succeeds
+   sometimes — RL from a random policy on a sparse multi-step task sees almost no successes;
+3. RL with the chosen algorithm (``--algo``) through the real :class:`~agentrl.trainer.Trainer`, evaluating on the
+   held-out ``eval_in_distribution`` tasks (temperature 0.4, the trainer's eval) before and during training.
+
+To fit minutes of a 2-core CPU, the tasks are the short ones (``max_plan_length=6``: expert plans of 5-6 steps,
+a difficulty option of the Crafting env that keeps task ids and observations). Steps 1-2 depend only on the model,
+SFT and env settings, not on the algorithm: they are cached under ``--out`` and shared by runs of different algos.
+
+Prints the learning curve (train and eval success per iteration) and writes it as JSON next to this script
+(``bench/results/learning-<algo>.json``); the run directory holds metrics.jsonl, TensorBoard events and the PNG.
+
+    python bench/learning.py --algo scpo            # ~15 min on 2 shared cores
+    python bench/learning.py --algo grpo            # reuses the SFT model of the first run
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from agentrl.agents.react import ReActAgent  # noqa: E402
+from agentrl.config import build_config  # noqa: E402
+from agentrl.models import save_tiny_model  # noqa: E402
+from agentrl.sft import sft_from_expert  # noqa: E402
+from agentrl.trainer import Trainer, evaluate_model  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def crafting_corpus(tasks: int = 300, env_args: dict | None = None) -> list[str]:
+    """Prompts and replies of expert episodes on train tasks: the text the tokenizer will see."""
+    import agentrl.envs as envs
+
+    env = envs.make("crafting", expert=True, **(env_args or {}))
+    agent = ReActAgent("crafting", think=False)
+    lines = []
+    for index in range(tasks):
+        obs, info = env.reset(options={"task_index": index})
+        agent.reset(1)
+        while True:
+            lines.append(agent.messages(0, obs, info)[0]["content"])
+            action = info["expert_action"]
+            lines.append(f"<action>{action}</action>")
+            agent.record(0, obs, action)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+    return lines
+
+
+def warm_start(args: argparse.Namespace, env_args: dict) -> tuple[Path, dict]:
+    """The base model and its SFT warm start, built once per setting (shared across algos)."""
+    keys = ("seed", "vocab", "hidden", "layers", "sft_tasks", "sft_epochs", "sft_lr", "max_steps", "max_plan_length")
+    setting = {k: getattr(args, k) for k in keys}
+    tag = hashlib.sha1(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:10]
+    root = args.out / f"warm-{tag}"
+    info_path = root / "sft.json"
+    if info_path.is_file():
+        print(f"reusing the SFT model in {root / 'sft'}", flush=True)
+        return root / "sft", json.loads(info_path.read_text())
+    t0 = time.perf_counter()
+    base = save_tiny_model(root / "base", seed=args.seed, vocab_size=args.vocab, hidden_size=args.hidden,
+                           num_layers=args.layers, corpus=crafting_corpus(300, env_args))
+    sft = sft_from_expert("crafting", str(base), str(root / "sft"), mode="score", tasks=args.sft_tasks,
+                          epochs=args.sft_epochs, lr=args.sft_lr, env_args=env_args, seed=args.seed,
+                          on_epoch=lambda e, loss: print(f"sft epoch {e}: loss {loss:.3f}", flush=True))
+    sft["seconds"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    sft["eval_success"] = evaluate_model(
+        "crafting", str(root / "sft"), split="eval_in_distribution", episodes=args.eval_episodes, mode="score",
+        think=False, env_args=env_args, seed=args.seed).by_type()["All"]["success"]
+    sft["eval_seconds"] = time.perf_counter() - t1
+    sft["setting"] = setting
+    info_path.write_text(json.dumps(sft, indent=1))
+    return root / "sft", sft
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algo", default="scpo")
+    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=2048)
+    parser.add_argument("--sft-tasks", type=int, default=300)
+    parser.add_argument("--sft-epochs", type=int, default=3)
+    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--tasks-per-iteration", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--eval-episodes", type=int, default=100)
+    parser.add_argument("--eval-every", type=int, default=4)
+    parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--max-plan-length", type=int, default=6)
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--kl", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # models.md threading trap: 2 threads on 2 shared cores run several times slower
+    env_args = {"max_steps": args.max_steps, "max_plan_length": args.max_plan_length}
+    t0 = time.perf_counter()
+    sft_path, sft = warm_start(args, env_args)
+    before = sft["eval_success"]
+    print(f"after SFT ({sft['demonstrations']} demos, {sft['seconds']:.0f} s): eval success {before:.1f}%", flush=True)
+    config = build_config(None, {
+        "env.name": "crafting", "env.args": env_args, "env.eval_split": "eval_in_distribution",
+        "algo.name": args.algo, "model.path": str(sft_path),
+        "agent.mode": "score", "agent.think": False,
+        "rollout.tasks_per_iteration": args.tasks_per_iteration, "rollout.group_size": args.group_size,
+        "rollout.workers": 0, "learner.lr": args.lr, "learner.bf16": "auto", "learner.kl_coef": args.kl,
+        "learner.mini_batch_size": 64, "learner.micro_batch_size": 16,
+        "run.iterations": args.iterations, "run.eval_every": args.eval_every, "run.eval_episodes": args.eval_episodes,
+        "run.seed": args.seed, "run.save_every": args.iterations, "run.torch_threads": 1,
+    })
+    from rich.console import Console
+
+    t1 = time.perf_counter()
+    result = Trainer(config, run_dir=args.out / args.algo / "rl", console=Console()).train()
+    rl_seconds = time.perf_counter() - t1
+    keys = ("iteration", "train/success", "eval/success", "time/iteration", "time/learner")
+    curve = [{k: r[k] for k in keys if k in r} for r in result.history]
+    evals = [(r["iteration"], r["eval/success"]) for r in result.history if "eval/success" in r]
+    report = {
+        "algo": args.algo, "args": {k: str(v) for k, v in vars(args).items()}, "env_args": env_args,
+        "sft": {k: sft[k] for k in ("demonstrations", "losses", "seconds", "collect_s", "train_s") if k in sft},
+        "eval_success_before_rl": before, "eval_success_during_rl": evals, "curve": curve,
+        "rl_seconds": rl_seconds, "total_seconds": time.perf_counter() - t0,
+        "run_dir": str(result.run_dir),
+    }
+    (HERE / "results").mkdir(exist_ok=True)
+    path = HERE / "results" / f"learning-{args.algo}.json"
+    path.write_text(json.dumps(report, indent=1))
+    print("train success per iteration: " + " ".join(f"{r['train/success']:.0f}" for r in curve))
+    print(f"eval success ({args.eval_episodes} eval_in_distribution tasks, T=0.4): before RL {before:.1f}% -> "
+          + " -> ".join(f"it{i} {e:.1f}%" for i, e in evals))
+    print(f"RL {rl_seconds:.0f} s; wrote {path}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
