@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
 
     t1 = time.perf_counter()
-    result = Trainer(config, run_dir=args.out / args.algo / "rl", console=Console()).train()
+    # A fresh run directory each time: the curve is read back from its metrics.jsonl, which must hold this run only.
+    run_dir = args.out / f"{args.algo}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    result = Trainer(config, run_dir=run_dir, console=Console()).train()
     rl_seconds = time.perf_counter() - t1
     keys = ("iteration", "train/success", "eval/success", "time/iteration", "time/learner")
     curve = [{k: r[k] for k in keys if k in r} for r in result.history]
