@@ -71,7 +71,7 @@ class RunSection:
     save_every: int = 1  #: iterations between checkpoints
     keep_checkpoints: int = 2
     sample_trajectories: int = 4  #: trajectories per iteration written to trajectories.jsonl
-    torch_threads: int | None = None  #: None: 1 when env workers share the CPU, else all cores (models.md threading trap)
+    torch_threads: int | None = None  #: None: 1 with env workers or <= 2 cores, else all cores (models.md threading trap)
     max_nonfinite_updates: int = 3  #: consecutive NaN/inf updates before the run stops
 
 

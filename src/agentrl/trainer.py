@@ -114,7 +114,10 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, self.run_dir / "config.yaml")
 
-        threads = cfg.run.torch_threads or (1 if cfg.rollout.workers > 0 else (os.cpu_count() or 1))
+        # models.md threading trap: with env workers beside it, or on a machine of 2 cores or fewer (measured 3-4x
+        # slower with 2 threads there), one intra-op thread is fastest.
+        cores = os.cpu_count() or 1
+        threads = cfg.run.torch_threads or (1 if cfg.rollout.workers > 0 or cores <= 2 else cores)
         configure_cpu_threads(threads)
         torch.manual_seed(cfg.run.seed)
 
