@@ -196,12 +196,9 @@ def test_data_command_refuses_an_archive_without_games(tmp_path):
         alfworld_data.command(archive=tmp_path / "missing.tar.gz", dest=tmp_path / "out")
 
 
-def test_data_command_through_the_cli(tmp_path):
-    cli = Path(sys.executable).with_name("agentrl")
-    if not cli.exists():
-        pytest.skip("the agentrl console script is not installed")
+def test_data_command_through_the_cli(tmp_path, agentrl_cli):
     result = subprocess.run(
-        [str(cli), "data", "alfworld", "--archive", str(EVAL_ARCHIVE), "--dest", str(tmp_path / "cli")],
+        [*agentrl_cli, "data", "alfworld", "--archive", str(EVAL_ARCHIVE), "--dest", str(tmp_path / "cli")],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -420,6 +417,34 @@ def test_expert_recovers_after_the_agent_leaves_the_walkthrough(eval_dir):
             steps += 1
         assert info["won"] and reward == 10.0, detour
         assert time.perf_counter() - start < 60
+    env.close()
+
+
+def test_expert_gives_up_only_in_a_dead_end(eval_dir):
+    """Holding an object that no receptacle of the room accepts, the agent can never take the laptop: no plan."""
+    env = ALFWorldEnv(split=IND, data_dir=eval_dir, expert=True)
+    task_id = "valid_seen/look_at_obj_in_light-Laptop-None-DeskLamp-328/trial_T20190908_201550_622420"
+    env.reset(options={"task_id": task_id})
+    env.step("go to bed 1")
+    obs, _, _, _, info = env.step("take teddybear 1 from bed 1")
+    assert obs == "You pick up the teddybear 1 from the bed 1."
+    assert not any(a.startswith("move teddybear 1") for a in info["admissible_actions"])
+    assert info["expert_action"] is None
+    env.close()
+
+
+@pytest.mark.slow
+def test_every_ood_game_is_won_by_its_walkthrough_after_fast_resets(eval_dir):
+    env = ALFWorldEnv(split=OOD, data_dir=eval_dir)
+    lost = []
+    for task_id in env.task_ids(OOD):
+        env.reset(options={"task_id": task_id})
+        env.step("look")  # then restart from the saved initial state
+        env.reset(options={"task_id": task_id})
+        results = [env.step(action) for action in _walkthrough(env, task_id)]
+        if not (results[-1][4]["won"] and results[-1][1] == 10.0):
+            lost.append(task_id)
+    assert lost == []
     env.close()
 
 

@@ -15,7 +15,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -204,7 +203,8 @@ def command(
     ] = None,
     dest: Annotated[
         Optional[Path],
-        typer.Option(help="Folder to unpack into; default $ALFWORLD_DATA, else ~/.cache/alfworld."),
+        typer.Option(help="Folder to unpack into (without --archive: the data folder to inspect); "
+                          "default $ALFWORLD_DATA, else ~/.cache/alfworld."),
     ] = None,
 ) -> None:
     """Unpack ALFWorld games from an archive, or show where the games are found and how many each split has."""

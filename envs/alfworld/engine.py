@@ -11,8 +11,10 @@ the loaded logic, entity names and the freshly built, never-stepped ``PddlState`
 ``reset()`` then reloads the SAS texts into this env's own copy of the fast-downward library (a few ms; the C++ side
 has no other way back to the initial state), copies the initial fact set, and returns the initial ``GameState``
 computed by the first reset of that game in the process. Everything else is textworld's own code: steps, admissible
-commands, the grammar, replanning. ``tests/test_alfworld.py`` checks that a fast reset gives byte-identical
-observations and admissible commands to a cold ``PddlEnv.reset()`` and that walkthroughs still win after it.
+commands, the grammar, the replanner (which the expert runs on a goal-focused cut of the task, see
+:meth:`ReusablePddlEnv.focused_policy_commands`). ``tests/test_alfworld.py`` checks that a fast reset gives
+byte-identical observations and admissible commands to a cold ``PddlEnv.reset()`` and that walkthroughs still win
+after it.
 
 The library copy (``fast_downward.load_lib`` dlopens a private copy of ``libdownward.so``, 33 MB) holds the current
 search state, so it stays per env; the grounding (about 7 MB for a kitchen) is shared by every env of the process.
@@ -34,7 +36,7 @@ from textworld.core import EnvInfos, GameState
 from textworld.envs import PddlEnv
 
 #: What our env asks the engine for on every step. Planner commands are not requested here: the expert replans only
-#: when it needs to (:meth:`ReusablePddlEnv.policy_commands`), since replanning every step costs time.
+#: when the agent leaves its plan (:meth:`ReusablePddlEnv.focused_policy_commands`); replanning every step costs time.
 REQUEST_INFOS: dict[str, Any] = {"won": True, "admissible_commands": True, "extras": ["gamefile"]}
 
 DEFAULT_CACHE_SIZE = 32

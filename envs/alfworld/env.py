@@ -20,7 +20,8 @@ verl-agent wraps ``AlfredTWEnv`` (environments.md §6, algorithms.md §1.2, §1.
   searched over the entities that matter
   (:meth:`~agentrl.envs.alfworld.engine.ReusablePddlEnv.focused_policy_commands`) and computed only then.
 * **Fast resets**: each game is translated and grounded once per process; later resets of it restart from the
-  saved initial state (:class:`~agentrl.envs.alfworld.engine.ReusablePddlEnv`), about 100x faster on kitchens.
+  saved initial state (:class:`~agentrl.envs.alfworld.engine.ReusablePddlEnv`): a few ms instead of about a
+  second (``bench/envs_alfworld.py``).
 
 Build it anywhere from its constructor arguments alone (they are plain values), for example in worker processes.
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentrl.envs.alfworld.data import SPLIT_FOLDERS, find_games_root, scan_split
-from agentrl.envs.alfworld.tasks import TASK_TYPES, ALFWorldTask, normalize_task_type, task_type_label
+from agentrl.envs.alfworld.tasks import TASK_TYPES, ALFWorldTask, normalize_task_type
 from agentrl.envs.core import TextEnv
 from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 
