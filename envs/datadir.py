@@ -18,7 +18,7 @@ def candidate_dirs(explicit: str | os.PathLike | None, env_var: str, default: st
     if explicit is not None:
         return [Path(explicit).expanduser()]
     found = [Path(os.environ[env_var]).expanduser()] if os.environ.get(env_var) else []
-    return found + [Path(default).expanduser()]
+    return list(dict.fromkeys(found + [Path(default).expanduser()]))  # $VAR may name the default folder
 
 
 def find_data_dir(
