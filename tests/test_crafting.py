@@ -11,11 +11,13 @@ from agentrl.envs.crafting import MAX_EXPERT_STEPS, MIN_EXPERT_STEPS, OOD_TARGET
 from agentrl.testing import check_text_env
 
 
-def play_expert(env, task_id):
-    obs, info = env.reset(options={"task_id": task_id})
+def play_expert(env, task_id=None, info=None):
+    """Follow the expert from a fresh reset of ``task_id`` (or from the current state, whose ``info`` is given)."""
+    if info is None:
+        _, info = env.reset(options={"task_id": task_id})
     steps = 0
     while True:
-        obs, reward, terminated, truncated, info = env.step(info["expert_action"])
+        _, reward, terminated, truncated, info = env.step(info["expert_action"])
         steps += 1
         if terminated or truncated:
             return info["won"], reward, steps
@@ -64,17 +66,8 @@ def test_failed_attempt_makes_partial_progress_then_recovers():
         obs, _, _, _, info = env.step(info["expert_action"])
     obs, _, _, _, info = env.step("inventory")
     assert obs.startswith("You carry") and "nothing" not in obs
-    won, _, remaining = play_expert_from(env, info)
+    won, _, remaining = play_expert(env, info=info)
     assert won and remaining <= full_plan_length - full_plan_length // 2 + 2
-
-
-def play_expert_from(env, info):
-    steps = 0
-    while True:
-        _, _, terminated, truncated, info = env.step(info["expert_action"])
-        steps += 1
-        if terminated or truncated:
-            return info["won"], None, steps
 
 
 def test_inadmissible_action_changes_nothing():
