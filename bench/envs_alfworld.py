@@ -123,17 +123,15 @@ def bench_room(env: ALFWorldEnv, textworld_env: ALFWorldEnv, task_ids: list[str]
 
 
 # ------------------------------------------------------------------------------------------------ worker processes
-def _worker_init() -> None:
+def _worker(job: tuple[dict, list[str], int], results) -> None:
+    """One worker process: play G episodes of ``steps`` random admissible steps on each game of its shard, then
+    put (steps, seconds, CPU seconds) on ``results``."""
     import torch
 
     from agentrl.envs.alfworld import engine
 
     torch.set_num_threads(1)
     engine.GROUNDINGS.clear()  # forked from the parent: ground the games again, as a fresh worker must
-
-
-def _worker_run(job: tuple[dict, list[str], int]) -> tuple[int, float, float]:
-    """Play G episodes of ``steps`` random admissible steps on each game; return (steps, seconds, CPU seconds)."""
     kwargs, task_ids, steps_per_episode = job
     start, cpu_start = time.perf_counter(), time.process_time()
     env = ALFWorldEnv(**kwargs)
@@ -149,18 +147,24 @@ def _worker_run(job: tuple[dict, list[str], int]) -> tuple[int, float, float]:
                 if terminated or truncated:
                     break
     env.close()
-    return done_steps, time.perf_counter() - start, time.process_time() - cpu_start
+    results.put((done_steps, time.perf_counter() - start, time.process_time() - cpu_start))
 
 
 def bench_workers(kwargs: dict, task_ids: list[str], workers: int, steps_per_episode: int = 10) -> dict[str, float]:
-    shards = [task_ids[i::workers] for i in range(workers)]
-    # fork: the workers need this module's functions, which bench/envs.py loads under a name a spawned interpreter
-    # could not import. Each worker still builds its env from constructor arguments only.
+    # fork, and Process rather than Pool: the target is not pickled, so this works when bench/envs.py loads this file
+    # under a module name other interpreters could not import. Each worker builds its env from constructor
+    # arguments only.
     context = mp.get_context("fork")
-    with context.Pool(workers, initializer=_worker_init) as pool:
-        start = time.perf_counter()
-        results = pool.map(_worker_run, [(kwargs, shard, steps_per_episode) for shard in shards])
-        wall = time.perf_counter() - start
+    queue = context.Queue()
+    shards = [task_ids[i::workers] for i in range(workers)]
+    processes = [context.Process(target=_worker, args=((kwargs, shard, steps_per_episode), queue)) for shard in shards]
+    start = time.perf_counter()
+    for process in processes:
+        process.start()
+    results = [queue.get() for _ in processes]
+    wall = time.perf_counter() - start
+    for process in processes:
+        process.join()
     steps = sum(r[0] for r in results)
     busiest_cpu = max(r[2] for r in results)
     # On a shared machine the wall clock also counts time waiting for a core; the busiest worker's CPU time is what
