@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
 
 from agentrl.errors import AgentRLError

@@ -8,6 +8,7 @@ import pytest
 
 import agentrl.envs as envs
 from agentrl.envs.crafting import MAX_EXPERT_STEPS, MIN_EXPERT_STEPS, OOD_TARGETS, RECIPES, SPLIT_SIZES, make_task
+from agentrl.errors import AgentRLError
 from agentrl.testing import check_text_env
 
 
@@ -133,7 +134,7 @@ def test_max_plan_length_keeps_short_tasks_with_their_ids():
     assert obs == full.reset(options={"task_id": task_id})[0]  # same id, same world, same observation
     assert play_expert(short, task_id)[2] <= 6
     long_id = next(t for t in full.task_ids("train") if t not in set(short.unwrapped.task_ids("train")))
-    with pytest.raises(Exception):
+    with pytest.raises(AgentRLError, match="unknown task_id"):
         short.reset(options={"task_id": long_id})
     with pytest.raises(ValueError):
         envs.make("crafting", max_plan_length=3)
