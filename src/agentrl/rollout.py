@@ -20,6 +20,7 @@ from typing import Any
 from agentrl.agents.react import ReActAgent
 from agentrl.algos.types import Step, Trajectory
 from agentrl.envpool import EnvFailure, EnvPool
+from agentrl.errors import ConfigError
 from agentrl.learner import TrainingSample
 from agentrl.policy import GenerationConfig, HFPolicy
 
@@ -92,6 +93,9 @@ def collect_rollouts(
         step_seed = seed * 1_000_003 + step_index
         if mode == "score":
             candidates = [agent.candidates(info[s]) for s in active]
+            if not all(candidates):
+                raise ConfigError("agent.mode=score chooses among admissible actions, but the env listed none for "
+                                  f"task {slot_task[active[candidates.index([])]]!r}; use agent.mode=generate")
             choices = policy.score_choices(prompts, candidates, temperature=max(generation.temperature, 1e-6),
                                            sample=generation.temperature > 0, seed=step_seed)
             replies = [c.text for c in choices]
