@@ -108,3 +108,26 @@ def test_cli_train_then_resume(tmp_path, agentrl_cli):
     bad = subprocess.run([*agentrl_cli, "train", *common, "--set", "rollout.group_size=zero"], capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "rollout.group_size must be an integer" in bad.stderr
+
+
+def test_scoring_mode_needs_admissible_actions(tmp_path):
+    import agentrl.envs as envs
+    from agentrl.envs import TextEnv
+
+    class FreeForm(TextEnv):
+        def task_ids(self, split=None):
+            return ["t"]
+
+        def _reset_task(self, task_id):
+            return "say anything", {"instruction": "say anything"}
+
+        def _step(self, action):
+            return "ok", 0.0, True, {"won": False}
+
+    envs.register("FreeForm-v0", FreeForm)
+    try:
+        with pytest.raises(ConfigError, match="use agent.mode=generate"):
+            Trainer(small_config("grpo", "score", 1, **{"env.name": "freeform", "env.args": {}}),
+                    run_dir=tmp_path / "r").train()
+    finally:
+        envs.registration.ENVS._items.pop("freeform", None)
