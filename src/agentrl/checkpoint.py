@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from dataclasses import dataclass
@@ -96,11 +97,15 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
     try:
         state = json.loads((path / "state.json").read_text())
         trainer_state = torch.load(path / "trainer.pt", map_location="cpu", weights_only=True)
-    except (OSError, ValueError, RuntimeError, EOFError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {path} is corrupted: {type(exc).__name__}: {exc}") from exc
+        iteration = int(state["iteration"])
+        if not isinstance(trainer_state, dict) or "learner" not in trainer_state:
+            raise ValueError("trainer.pt does not hold a trainer state")
+    except (OSError, ValueError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        # pickle.UnpicklingError: weights_only=True refusing a non-tensor pickle (never executed)
+        raise CheckpointError(f"checkpoint {path} is corrupted: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
     if not (path / "model").is_dir():
         raise CheckpointError(f"checkpoint {path} has no model/ folder")
-    return LoadedCheckpoint(path=path, iteration=int(state["iteration"]), trainer_state=trainer_state, state=state)
+    return LoadedCheckpoint(path=path, iteration=iteration, trainer_state=trainer_state, state=state)
 
 
 def restore_rng(checkpoint: LoadedCheckpoint) -> None:

@@ -330,7 +330,11 @@ def main() -> None:
     try:
         app()
     except AgentRLError as exc:
-        err_console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        from rich.markup import escape
+
+        # escape: a message quoting user text such as "[grpo" must not be read as rich markup
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", markup=True, highlight=False,
+                          soft_wrap=True)  # soft_wrap: one line however long, never hard-wrapped at the width
         raise SystemExit(2) from None
 
 

@@ -191,7 +191,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         else:
             data = yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot parse config file {path}: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)  # YAML: say where, in one line (its own text spans several)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError(f"cannot parse config file {path}{where}: {' '.join(str(problem).split())}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -590,7 +590,8 @@ class HFPolicy:
             with _quiet_progress_bars():
                 loaded = AutoModelForCausalLM.from_pretrained(base_source, **load_kwargs)
         except (OSError, ValueError) as exc:
-            raise MissingDataError(f"could not load the model {base_source!r} offline ({exc}). {_MODEL_HINT}") from exc
+            raise MissingDataError(f"could not load the model {base_source!r} offline ({' '.join(str(exc).split())}). "
+                                   f"{_MODEL_HINT}") from exc
         if base_source != source:
             from peft import PeftModel
 

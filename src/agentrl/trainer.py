@@ -111,8 +111,6 @@ class Trainer:
             if latest is None:
                 raise AgentRLError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
             self.checkpoint = load_checkpoint(latest)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.run_dir / "config.yaml")
 
         # models.md threading trap: with env workers beside it, or on a machine of 2 cores or fewer (measured 3-4x
         # slower with 2 threads there), one intra-op thread is fastest.
@@ -128,6 +126,9 @@ class Trainer:
         self.eval_split, self.eval_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.eval_split, True)
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
                                 history_length=cfg.agent.history_length, think=cfg.agent.think)
+        # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
+        # (re)written, so a bad name given for an existing run directory leaves that run as it was.
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.base_model = resolve_model(cfg.model.path, self.run_dir)
         model_source = self.base_model
         if self.checkpoint is not None and cfg.model.lora is None:
@@ -141,6 +142,7 @@ class Trainer:
         reference = self.base_model if self.checkpoint is not None and cfg.model.lora is None else None
         self.learner = Learner(self.policy, cfg.learner, reference=reference)
         self.start_iteration = 1
+        save_config(cfg, self.run_dir / "config.yaml")
         self.logger = RunLogger(self.run_dir)
         if self.checkpoint is not None:
             self.learner.load_state_dict(self.checkpoint.trainer_state["learner"])
