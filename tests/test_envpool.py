@@ -19,9 +19,11 @@ FAULTY_ENV = textwrap.dedent('''
         splits = ("train",)
 
         def task_ids(self, split=None):
-            return ["a", "b"]
+            return ["a", "b", "broken"]
 
         def _reset_task(self, task_id):
+            if task_id == "broken":
+                raise OSError("game file unreadable")
             self.n = 0
             return f"start {task_id}", {"admissible_actions": ["tick", "explode"]}
 
@@ -73,6 +75,15 @@ def test_env_exception_fails_only_that_slot(faulty_module, workers):
         assert isinstance(results[0], EnvFailure) and "engine crashed" in results[0].error
         assert results[1][0] == "tick 1"
         assert pool.restarts == 0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_env_exception_in_reset_fails_only_that_slot(faulty_module, workers):
+    with EnvPool(faulty_module, workers=workers) as pool:
+        results = pool.reset([(0, 0, {"task_id": "broken"}), (1, 0, {"task_id": "a"})])
+        assert isinstance(results[0], EnvFailure) and "game file unreadable" in results[0].error
+        assert results[1][0] == "start a"
+        assert pool.step([(1, "tick")])[1][0] == "tick 1"
 
 
 def test_killed_worker_is_restarted_and_its_slots_fail():
