@@ -14,6 +14,7 @@ latest checkpoint of the run directory.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -48,21 +49,26 @@ class TrainResult:
     stopped_early: bool = False
 
 
-def _task_split_ids(env_name: str, env_args: dict[str, Any], split: str | None, last: bool) -> tuple[str, list[str]]:
+def _split_tasks(env_name: str, env_args: dict[str, Any],
+                 requests: list[tuple[str | None, bool]]) -> list[tuple[str, list[str]]]:
+    """Resolve each ``(split or None, default_to_last_split)`` request to ``(split, task ids)`` with one env."""
     import agentrl.envs as envs
 
     env = envs.make(env_name, **env_args)
+    resolved = []
     try:
         base = env.unwrapped
-        chosen = split or (base.splits[-1] if last else base.splits[0])
-        if chosen not in base.splits:
-            raise ConfigError(f"unknown split {chosen!r} for {env_name}; known: {', '.join(base.splits)}")
-        ids = list(base.task_ids(chosen))
+        for split, last in requests:
+            chosen = split or (base.splits[-1] if last else base.splits[0])
+            if chosen not in base.splits:
+                raise ConfigError(f"unknown split {chosen!r} for {env_name}; known: {', '.join(base.splits)}")
+            ids = list(base.task_ids(chosen))
+            if not ids:
+                raise ConfigError(f"split {chosen!r} of {env_name} has no tasks (is its data installed?)")
+            resolved.append((chosen, ids))
     finally:
         env.close()
-    if not ids:
-        raise ConfigError(f"split {chosen!r} of {env_name} has no tasks (is its data installed?)")
-    return chosen, ids
+    return resolved
 
 
 def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) -> EvalReport:
@@ -80,11 +86,11 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
                    generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models") -> EvalReport:
     """Evaluate a model-driven ReAct agent: one episode per task of ``split`` at ``temperature`` (§1.6: 0.4)."""
     env_args = dict(env_args or {})
-    split, task_ids = _task_split_ids(env, env_args, split, True)
+    ((split, task_ids),) = _split_tasks(env, env_args, [(split, True)])
     task_ids = task_ids[:episodes] if episodes is not None else task_ids
     policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
     agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think)
-    config = GenerationConfig(**{**to_dict(generation or GenerationConfig()), "temperature": temperature})
+    config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
     start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
         batch = collect_rollouts(pool, agent, policy, task_ids, 1, config, mode=mode, seed=seed, group_prefix="eval/")
@@ -122,8 +128,8 @@ class Trainer:
         self.algorithm = algos.get_algorithm(cfg.algo.name)
         self.algo_config = self.algorithm.make_config(cfg.algo.options)
 
-        self.train_split, self.train_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.train_split, False)
-        self.eval_split, self.eval_tasks = _task_split_ids(cfg.env.name, cfg.env.args, cfg.env.eval_split, True)
+        (self.train_split, self.train_tasks), (self.eval_split, self.eval_tasks) = _split_tasks(
+            cfg.env.name, cfg.env.args, [(cfg.env.train_split, False), (cfg.env.eval_split, True)])
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
                                 history_length=cfg.agent.history_length, think=cfg.agent.think)
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
@@ -238,7 +244,7 @@ class Trainer:
     def evaluate(self, iteration: int) -> dict[str, Any]:
         cfg = self.config
         tasks = self.eval_tasks[: cfg.run.eval_episodes]
-        generation = GenerationConfig(**{**to_dict(cfg.generation), "temperature": cfg.run.eval_temperature})
+        generation = dataclasses.replace(cfg.generation, temperature=cfg.run.eval_temperature)
         batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, 1, generation, mode=cfg.agent.mode,
                                  seed=cfg.run.seed * 7_919 + iteration, group_prefix=f"eval{iteration}/",
                                  max_trajectory_tokens=cfg.rollout.max_trajectory_tokens)
