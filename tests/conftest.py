@@ -40,3 +40,10 @@ def agentrl_cli() -> list[str]:
     if exe is None:
         pytest.fail("the agentrl console script is not installed; run `pip install -e .`")
     return [exe]
+
+
+def put_module_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
+    """Write ``source`` as module ``name`` where this process and spawned env workers (via PYTHONPATH) import it."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))

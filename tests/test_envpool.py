@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import textwrap
 
 import pytest
+from conftest import put_module_on_path
 
 from agentrl.envpool import EnvFailure, EnvPool
 
@@ -37,9 +37,7 @@ FAULTY_ENV = textwrap.dedent('''
 
 @pytest.fixture()
 def faulty_module(tmp_path, monkeypatch):
-    (tmp_path / "faulty_env_mod.py").write_text(FAULTY_ENV)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    put_module_on_path(tmp_path, monkeypatch, "faulty_env_mod", FAULTY_ENV)
     return "faulty_env_mod:Faulty"
 
 

@@ -13,13 +13,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import put_module_on_path
 import torch
 from tiny_model import tiny_model_dir
 
@@ -82,9 +82,7 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 @pytest.fixture()
 def flaky_env(tmp_path, monkeypatch):
-    (tmp_path / "flaky_env_mod.py").write_text(FLAKY_ENV)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    put_module_on_path(tmp_path, monkeypatch, "flaky_env_mod", FLAKY_ENV)
     return "flaky_env_mod:Flaky"
 
 
