@@ -8,6 +8,11 @@ their log-probabilities, so the learner never re-tokenizes.
 
 Episodes end when the env terminates or truncates, when the trajectory's response-token budget is spent
 (``truncated_by_budget``), or when the env fails (the trajectory is dropped and counted).
+
+The policy renders prompts (its tokenizer) and scores admissible actions; free generation goes to ``generator``
+when one is given (any :class:`agentrl.generators.Generator`, e.g. a vLLM engine), else to the policy itself.
+``pool`` is an :class:`~agentrl.envpool.EnvPool` or anything with its ``reset``/``step`` interface (the Ray pool
+of :mod:`agentrl.raypool`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from agentrl.agents.react import ReActAgent
 from agentrl.algos.types import Step, Trajectory
 from agentrl.envpool import EnvFailure, EnvPool
 from agentrl.errors import ConfigError
+from agentrl.generators import Generator
 from agentrl.learner import TrainingSample
 from agentrl.policy import GenerationConfig, HFPolicy
 
@@ -58,8 +64,13 @@ def collect_rollouts(
     seed: int = 0,
     group_prefix: str = "",
     max_trajectory_tokens: int | None = None,
+    generator: Generator | None = None,
 ) -> RolloutBatch:
-    """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed."""
+    """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed.
+
+    ``generator`` replaces ``policy`` for free generation (module docstring); scoring mode always uses ``policy``.
+    """
+    generator = policy if generator is None else generator
     n_slots = len(task_ids) * group_size
     slot_task = [task_ids[s // group_size] for s in range(n_slots)]
     timings: Counter = Counter()
@@ -106,7 +117,7 @@ def collect_rollouts(
                 for p, c in zip(prompts, choices)
             ]
         else:
-            generations = policy.generate(prompts, generation, seed=step_seed)
+            generations = generator.generate(prompts, generation, seed=step_seed)
             replies = [g.text for g in generations]
             rows = [
                 TrainingSample(prompt_ids=list(g.prompt_ids), response_ids=list(g.response_ids),
