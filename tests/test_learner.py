@@ -381,3 +381,29 @@ def test_gradient_checkpointing_gives_the_same_gradient() -> None:
 def test_lora_refuses_an_explicit_reference() -> None:
     with pytest.raises(ConfigError, match="adapter disabled"):
         Learner(fresh_policy(lora=LoraSettings(r=2)), exact_config(), reference=tiny_model_dir())
+
+
+def test_skip_zero_advantage_leaves_zero_rows_out_and_keeps_the_signal() -> None:
+    """Rows of advantage 0 are dropped (the step equals the one taken on the non-zero rows alone); an update
+    whose rows are all 0 takes no step and reports finite statistics."""
+    policy = fresh_policy()
+    samples = rollout(policy, advantages=(1.0, 0.0, 0.5, 0.0), choice_advantages=(0.0, -1.0))
+    before = weights(policy)
+    config = {"lr": 1e-2, "kl_coef": 0.0, "entropy_coef": 0.0, "shuffle": False}
+    stats = Learner(policy, exact_config(skip_zero_advantage=True, **config)).update(samples)
+    assert stats["n_samples"] == 3 and stats["zero_advantage_rows_skipped"] == 3
+    after_skip = weights(policy)
+    assert any(not torch.equal(before[name], after_skip[name]) for name in before)
+
+    policy.model.load_state_dict(before, strict=False)
+    Learner(policy, exact_config(**config)).update([s for s in samples if s.advantage != 0.0])
+    for name, value in weights(policy).items():
+        torch.testing.assert_close(value, after_skip[name])
+
+    policy.model.load_state_dict(before, strict=False)
+    for sample in samples:
+        sample.advantage = 0.0
+    stats = Learner(policy, exact_config(skip_zero_advantage=True, **config)).update(samples)
+    assert stats["optimizer_steps"] == 0 and stats["n_samples"] == 0
+    assert all(math.isfinite(v) for v in stats.values())
+    assert all(torch.equal(before[name], value) for name, value in weights(policy).items())

@@ -179,6 +179,12 @@ class LearnerConfig:
     (verl always does). ``"auto"``: only when bf16 autocast is on, since generation runs in the model's own dtype
     and the ratio would otherwise start away from 1."""
     gradient_checkpointing: bool = False
+    skip_zero_advantage: bool = False
+    """Leave rows whose advantage is exactly 0 out of the update. They carry no policy-gradient signal, only the
+    entropy and KL terms, and with step-level credit on sparse rewards they are most rows (every step of a group
+    whose attempts all failed): skipping them cuts the learner's time several-fold. It changes the loss only
+    through those regularisers and the token mean's denominator. Related: DAPO's dynamic sampling
+    (arXiv:2503.14476), which drops groups whose outcomes are all equal."""
     """Recompute activations in the backward pass (less memory, about a third more compute)."""
     token_mean_scope: Literal["micro_batch", "mini_batch"] = "micro_batch"
     """``"micro_batch"`` (verl at the pinned commit, §1.4): each micro-batch's token mean, divided by the number
@@ -450,6 +456,11 @@ class Learner:
             raise ValueError("Learner.update needs at least one sample")
         for sample in samples:
             sample.validate()
+        n_given = len(samples)
+        if config.skip_zero_advantage:
+            samples = [s for s in samples if s.advantage != 0.0]
+            if not samples:
+                return self._empty_update_stats(n_given)
         # The whole schedule first: epochs → mini-batches (optimizer steps) → micro-batches (row indices).
         schedule = [self._mini_batches(len(samples)) for _ in range(config.ppo_epochs)]
         if self.recompute_old:
@@ -495,9 +506,20 @@ class Learner:
             "lr": float(self.optimizer.param_groups[0]["lr"]),
             "n_tokens": float(sum(s.n_loss_tokens for s in samples) * config.ppo_epochs),
             "n_samples": float(len(samples)),
+            "zero_advantage_rows_skipped": float(n_given - len(samples)),
             "optimizer_steps": float(steps),
             "skipped_steps": float(skipped),
         })
+        return stats
+
+    def _empty_update_stats(self, n_given: int) -> dict[str, float]:
+        """Statistics of an update that had nothing to learn from (every row's advantage was 0): no step, and
+        zeros rather than NaN so that it is not mistaken for a diverged update (``n_samples`` 0 marks it)."""
+        self.num_updates += 1
+        stats = {key: 0.0 for key in LOSS_STATS}
+        stats.update({"grad_norm": 0.0, "lr": float(self.optimizer.param_groups[0]["lr"]), "n_tokens": 0.0,
+                      "n_samples": 0.0, "zero_advantage_rows_skipped": float(n_given), "optimizer_steps": 0.0,
+                      "skipped_steps": 0.0})
         return stats
 
     def _mini_batches(self, n_samples: int) -> list[list[list[int]]]:

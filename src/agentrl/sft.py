@@ -11,6 +11,7 @@ target is the agent's reply for the expert action, so what SFT teaches is what r
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
@@ -64,54 +65,120 @@ def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *
     return demos
 
 
-def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
-        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0, bf16: bool | str = "auto",
-        on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
-    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
+def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str) -> torch.Tensor:
+    prompts = [d.prompt_ids for d in batch]
+    if mode == "score":
+        log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+        return -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
+    targets = [d.choice_ids[d.expert_index] for d in batch]
+    logprobs, _, mask = token_log_probs(model, prompts, targets)
+    return -(logprobs * mask).sum() / mask.sum()
 
-    ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
-    (:func:`agentrl.learner.bf16_autocast_pays`: native bf16, and on a CPU a model wide enough to gain).
-    """
-    from agentrl.learner import bf16_autocast_pays
 
+def _check_mode(mode: str, bf16: bool | str) -> None:
     if mode not in ("score", "generate"):
         raise AgentRLError(f"sft mode must be 'score' or 'generate', got {mode!r}")
     if bf16 not in (True, False, "auto"):
         raise AgentRLError(f"bf16 must be true, false or 'auto', got {bf16!r}")
+
+
+def _length_batches(demos: list[Demonstration], order: list[int], batch_size: int) -> list[list[int]]:
+    """Batches of similar prompt length (less padding): sort windows of 50 batches by length, then cut."""
+    window = batch_size * 50
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start:start + window], key=lambda i: len(demos[i].prompt_ids))
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return batches
+
+
+def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
+        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0, bf16: bool | str = "auto",
+        lr_schedule: str = "constant", warmup_fraction: float = 0.02, min_lr_ratio: float = 0.1,
+        on_epoch: Callable[[int, float], None] | None = None,
+        on_step: Callable[[int, int, float], None] | None = None) -> list[float]:
+    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
+
+    ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
+    (:func:`agentrl.learner.bf16_autocast_pays`: native bf16, and on a CPU a model wide enough to gain).
+    ``lr_schedule``: ``"constant"``, or ``"cosine"``: linear warm-up over ``warmup_fraction`` of the steps, then a
+    cosine decay to ``min_lr_ratio × lr`` (the usual recipe for training a small model from scratch).
+    Batches hold prompts of similar length (shuffled, seeded). ``on_step(step, total_steps, loss)`` reports progress.
+    """
+    from agentrl.learner import bf16_autocast_pays
+
+    _check_mode(mode, bf16)
+    if lr_schedule not in ("constant", "cosine"):
+        raise AgentRLError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
     model = policy.model
     device = next(model.parameters()).device
     autocast = bf16 is True or (bf16 == "auto" and bf16_autocast_pays(model))
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
                                   weight_decay=weight_decay)
+    total_steps = epochs * math.ceil(len(demos) / batch_size)
+    warmup = max(1, int(warmup_fraction * total_steps))
+
+    def lr_at(step: int) -> float:
+        if lr_schedule == "constant":
+            return lr
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
     rng = random.Random(seed)
     order = list(range(len(demos)))
     losses = []
+    step = 0
     for epoch in range(epochs):
         rng.shuffle(order)
+        batches = _length_batches(demos, order, batch_size)
+        rng.shuffle(batches)
         total, count = 0.0, 0
-        for start in range(0, len(order), batch_size):
-            batch = [demos[i] for i in order[start:start + batch_size]]
-            prompts = [d.prompt_ids for d in batch]
+        for indices in batches:
+            batch = [demos[i] for i in indices]
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step)
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                if mode == "score":
-                    log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
-                    loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
-                else:
-                    targets = [d.choice_ids[d.expert_index] for d in batch]
-                    logprobs, _, mask = token_log_probs(model, prompts, targets)
-                    loss = -(logprobs * mask).sum() / mask.sum()
+                loss = _batch_loss(model, batch, mode)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             total += float(loss.detach()) * len(batch)
             count += len(batch)
+            step += 1
+            if on_step is not None:
+                on_step(step, total_steps, float(loss.detach()))
         losses.append(total / max(count, 1))
         if on_epoch is not None:
             on_epoch(epoch, losses[-1])
     model.eval()
     return losses
+
+
+@torch.no_grad()
+def sft_loss(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", batch_size: int = 32,
+             bf16: bool | str = "auto") -> float:
+    """The mean SFT loss of ``demos`` under ``policy`` (no update): a validation loss."""
+    from agentrl.learner import bf16_autocast_pays
+
+    _check_mode(mode, bf16)
+    model = policy.model
+    device = next(model.parameters()).device
+    autocast = bf16 is True or (bf16 == "auto" and bf16_autocast_pays(model))
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    try:
+        for indices in _length_batches(demos, list(range(len(demos))), batch_size):
+            batch = [demos[i] for i in indices]
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+                total += float(_batch_loss(model, batch, mode)) * len(batch)
+    finally:
+        model.train(was_training)
+    return total / max(len(demos), 1)
 
 
 def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool = False,
