@@ -238,20 +238,30 @@ def train_command(
     model: Annotated[Optional[str], typer.Option(help="Policy: a local Hugging Face folder or a named offline model "
                                                  "('tiny-random').")] = None,
     config: Annotated[Optional[Path], typer.Option(help="YAML/TOML/JSON config file (sections env, algo, agent, "
-                                                   "model, rollout, generation, learner, run).")] = None,
+                                                   "model, rollout, generation, learner, run, vllm).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: --set rollout.group_size=4 "
                                                       "(value parsed as YAML), repeatable.")] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<env>-<algo>-<time>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in --run-dir.")] = False,
+    generator: Annotated[Optional[str], typer.Option(help="Generation backend: 'hf' (the policy), 'vllm' (a vLLM "
+                                                     "engine; pip install 'agentrl[vllm]') or 'auto' (vLLM when "
+                                                     "installed and a GPU is present; the default).")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Run env workers as Ray actors: 'auto' joins the running "
+                                                       "cluster, 'local' starts a private one, or HOST:PORT "
+                                                       "(pip install 'agentrl[ray]').")] = None,
     env_args: EnvArgs = None,
 ) -> None:
-    """Train a policy on ENV with ALGO: grouped rollouts, per-step advantages, PPO-clip updates, checkpoints."""
+    """Train a policy on ENV with ALGO: grouped rollouts, per-step advantages, PPO-clip updates, checkpoints.
+
+    Several GPUs: launch with torchrun (docs/scaling.md), e.g. torchrun --nproc_per_node 4 -m agentrl.cli train ...
+    """
     from agentrl.config import build_config
     from agentrl.trainer import Trainer
 
     # Precedence: defaults < --config file < explicit flags < --set.
     flags: dict[str, Any] = {}
-    for key, value in (("env.name", env), ("algo.name", algo), ("model.path", model)):
+    for key, value in (("env.name", env), ("algo.name", algo), ("model.path", model),
+                       ("rollout.generator", generator), ("run.ray_address", ray_address)):
         if value is not None:
             flags[key] = value
     for key, value in parse_assignments(env_args, "--env-arg").items():

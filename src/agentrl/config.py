@@ -48,6 +48,7 @@ class AgentSection:
 class ModelSection:
     path: str | None = None  #: local folder or model name (loaded offline); required
     dtype: str = "auto"  #: "auto", "float32" or "bfloat16"
+    device: str = "auto"  #: "auto" (this rank's CUDA GPU if there is one, else "cpu"), "cpu", "cuda", "cuda:1"
     lora: LoraSettings | None = None  #: train a LoRA adapter instead of all weights
 
 
@@ -58,6 +59,7 @@ class RolloutSection:
     workers: int = 2  #: env worker processes; 0 runs envs in the trainer's process
     max_trajectory_tokens: int | None = None  #: total response-token budget per trajectory (None: unlimited)
     max_consecutive_failures: int = 3  #: a task whose env fails this many times in a row stops the run
+    generator: Literal["auto", "hf", "vllm"] = "auto"  #: generation backend; auto: vLLM if installed and a GPU is present
 
 
 @dataclass
@@ -73,6 +75,19 @@ class RunSection:
     sample_trajectories: int = 4  #: trajectories per iteration written to trajectories.jsonl
     torch_threads: int | None = None  #: None: 1 with env workers or <= 2 cores, else all cores (models.md threading trap)
     max_nonfinite_updates: int = 3  #: consecutive NaN/inf updates before the run stops
+    ray_address: str | None = None  #: env workers as Ray actors: "auto" joins a running cluster, "local" starts one
+
+
+@dataclass
+class VLLMSection:
+    """Engine settings for ``rollout.generator=vllm`` (see :class:`agentrl.vllm_generator.VLLMGenerator`)."""
+
+    gpu_memory_utilization: float = 0.3  #: share of the GPU the engine takes; the learner shares the GPU
+    dtype: str = "auto"  #: "auto": bfloat16 on CUDA, the checkpoint's dtype on a CPU
+    max_model_len: int | None = None  #: longest prompt + reply (default: the model's limit)
+    tensor_parallel_size: int = 1  #: GPUs one engine spans
+    enforce_eager: bool = False  #: no CUDA graphs (faster start, slower decoding)
+    engine_args: dict[str, Any] = field(default_factory=dict)  #: any other vllm.LLM keyword arguments
 
 
 @dataclass
@@ -85,6 +100,7 @@ class TrainConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunSection = field(default_factory=RunSection)
+    vllm: VLLMSection = field(default_factory=VLLMSection)
 
     def validate(self) -> TrainConfig:
         checks = [
@@ -96,6 +112,10 @@ class TrainConfig:
             (self.run.keep_checkpoints >= 1, "run.keep_checkpoints must be >= 1"),
             (self.agent.history_length >= 0, "agent.history_length must be >= 0"),
             (self.generation.temperature >= 0, "generation.temperature must be >= 0"),
+            (0 < self.vllm.gpu_memory_utilization <= 1, "vllm.gpu_memory_utilization must be in (0, 1]"),
+            (self.vllm.tensor_parallel_size >= 1, "vllm.tensor_parallel_size must be >= 1"),
+            (self.run.ray_address is None or self.run.ray_address.strip() != "",
+             "run.ray_address must be an address, 'auto' or 'local' (or unset)"),
         ]
         for ok, message in checks:
             if not ok:

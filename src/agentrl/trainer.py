@@ -10,6 +10,16 @@ One iteration (algorithms.md §1.1, §1.4):
 
 SIGINT/SIGTERM finish the current iteration, write a checkpoint and stop; ``resume=True`` continues from the
 latest checkpoint of the run directory.
+
+Scaling out (docs/scaling.md):
+
+- ``rollout.generator`` picks the generation backend (:mod:`agentrl.generators`): the HF policy itself, or a vLLM
+  engine that receives the learner's weights after every update (:func:`agentrl.generators.sync_weights`);
+- ``run.ray_address`` runs the env workers as Ray actors (:class:`agentrl.raypool.RayEnvPool`) instead of local
+  processes;
+- under ``torchrun`` (``WORLD_SIZE`` > 1) every rank plays its share of the iteration's groups, the trajectories
+  are gathered so every rank computes the same advantages, and :class:`agentrl.distributed.DistributedLearner`
+  all-reduces the gradients; rank 0 alone writes logs and checkpoints (:mod:`agentrl.distributed`).
 """
 
 from __future__ import annotations
@@ -31,9 +41,11 @@ from agentrl import algos
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_checkpoint
 from agentrl.config import TrainConfig, from_dict, save_config, to_dict
+from agentrl.distributed import DistInfo, DistributedLearner, all_ranks_agree, gather_rollouts, init_distributed
 from agentrl.envpool import EnvPool
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.evaluation import EpisodeResult, EvalReport
+from agentrl.generators import build_generator, resolve_generator_kind, sync_weights
 from agentrl.learner import Learner
 from agentrl.models import resolve_model
 from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads
@@ -99,6 +111,37 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     return report
 
 
+class _NullLogger:
+    """The run log of ranks other than 0 under torch.distributed: rank 0 writes the one log of the run."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None: ...
+    def log_trajectories(self, *args: Any, **kwargs: Any) -> None: ...
+    def plot(self, *args: Any, **kwargs: Any) -> None: ...
+    def truncate_after(self, *args: Any, **kwargs: Any) -> None: ...
+    def close(self) -> None: ...
+
+    def history(self) -> list[dict[str, Any]]:
+        return []
+
+
+def _train_device(choice: str, dist: DistInfo) -> str:
+    """``model.device``: ``"auto"`` is this rank's GPU (``cuda:LOCAL_RANK``) when CUDA is available, else the CPU."""
+    if choice == "auto":
+        return f"cuda:{dist.local_rank}" if torch.cuda.is_available() else "cpu"
+    return choice
+
+
+def _make_pool(cfg: TrainConfig) -> Any:
+    """Local env worker processes, or Ray actors when ``run.ray_address`` is set (same interface)."""
+    if cfg.run.ray_address:
+        from agentrl.raypool import RayEnvPool, connect
+
+        connect(cfg.run.ray_address)
+        return RayEnvPool(cfg.env.name, cfg.env.args, workers=max(1, cfg.rollout.workers),
+                          slots_per_group=cfg.rollout.group_size)
+    return EnvPool(cfg.env.name, cfg.env.args, workers=cfg.rollout.workers, slots_per_group=cfg.rollout.group_size)
+
+
 class Trainer:
     """Runs :class:`~agentrl.config.TrainConfig` end to end. See the module docstring."""
 
@@ -112,6 +155,14 @@ class Trainer:
                             f"runs/{cfg.env.name.replace('/', '_')}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.console = console
         self.checkpoint = None
+        # Fail fast on a backend that cannot run here, before any model is loaded.
+        self.generator_kind = resolve_generator_kind(cfg.rollout.generator, mode=cfg.agent.mode)
+        if cfg.run.ray_address:
+            from agentrl.raypool import _ray
+
+            _ray()  # names the extra to install when ray is missing
+        self.dist = init_distributed()
+        self.device = _train_device(cfg.model.device, self.dist)
         if resume:
             latest = find_latest(self.run_dir)
             if latest is None:
@@ -135,28 +186,40 @@ class Trainer:
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
         # (re)written, so a bad name given for an existing run directory leaves that run as it was.
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # A named model is built once: rank 0 first, the other ranks then find it (or, without a shared file
+        # system, build the identical one themselves).
+        self._barrier(before_main=True)
         self.base_model = resolve_model(cfg.model.path, self.run_dir)
+        self._barrier(before_main=False)
         model_source = self.base_model
         if self.checkpoint is not None and cfg.model.lora is None:
             model_source = str(self.checkpoint.model_dir)
-        self.policy = HFPolicy(model_source, device="cpu", dtype=cfg.model.dtype, lora=cfg.model.lora)
+        self.policy = HFPolicy(model_source, device=self.device, dtype=cfg.model.dtype, lora=cfg.model.lora)
         if self.checkpoint is not None and cfg.model.lora is not None:
             self.policy.load_adapter(self.checkpoint.model_dir)
         # The learner's ratio compares the same tempered distribution the rollouts sampled from; on a resumed
         # full fine-tune the KL reference stays the original model, not the checkpoint.
         cfg.learner.temperature = cfg.generation.temperature
+        if self.generator_kind == "vllm" and (cfg.generation.top_p < 1 or cfg.generation.top_k != -1):
+            # vLLM reports log-probs of the truncated distribution (agentrl.vllm_generator): recompute them.
+            cfg.learner.recompute_old_logprobs = True
         reference = self.base_model if self.checkpoint is not None and cfg.model.lora is None else None
-        self.learner = Learner(self.policy, cfg.learner, reference=reference)
+        learner_class = DistributedLearner if self.dist.enabled else Learner
+        self.learner = learner_class(self.policy, cfg.learner, reference=reference)
         self.start_iteration = 1
-        save_config(cfg, self.run_dir / "config.yaml")
-        self.logger = RunLogger(self.run_dir)
+        if self.dist.is_main:
+            save_config(cfg, self.run_dir / "config.yaml")
+        self.logger: Any = RunLogger(self.run_dir) if self.dist.is_main else _NullLogger()
         if self.checkpoint is not None:
             self.learner.load_state_dict(self.checkpoint.trainer_state["learner"])
             restore_rng(self.checkpoint)
             self.start_iteration = self.checkpoint.iteration + 1
             self.logger.truncate_after(self.checkpoint.iteration)
-        self.pool = EnvPool(cfg.env.name, cfg.env.args, workers=cfg.rollout.workers,
-                            slots_per_group=cfg.rollout.group_size)
+        self.generator = build_generator(self.generator_kind, self.policy, model_dir=self.base_model,
+                                         mode=cfg.agent.mode, seed=cfg.run.seed + self.dist.rank,
+                                         options=self._vllm_options())
+        sync_weights(self.generator, self.policy)  # a resumed or LoRA policy differs from the folder's weights
+        self.pool = _make_pool(cfg)
         self._stop_requested = False
         self._task_failures: Counter = Counter()
         self._nonfinite_updates = 0
@@ -174,6 +237,8 @@ class Trainer:
                 done = iteration
                 if cfg.run.eval_every and (iteration % cfg.run.eval_every == 0 or iteration == cfg.run.iterations):
                     metrics.update(self.evaluate(iteration))
+                if self.dist.enabled:  # a signal that reached one rank stops them all after this iteration
+                    self._stop_requested = all_ranks_agree(self._stop_requested)
                 self.logger.log(iteration, metrics)
                 self.logger.plot(title=f"{cfg.env.name} · {cfg.algo.name}")
                 self._print(iteration, metrics)
@@ -196,11 +261,8 @@ class Trainer:
         n = cfg.rollout.tasks_per_iteration
         picks = rng.choice(len(self.train_tasks), size=n, replace=len(self.train_tasks) < n)
         tasks = [self.train_tasks[i] for i in picks]
-        batch = collect_rollouts(
-            self.pool, self.agent, self.policy, tasks, cfg.rollout.group_size, cfg.generation,
-            mode=cfg.agent.mode, seed=cfg.run.seed * 100_003 + iteration, group_prefix=f"{iteration}/",
-            max_trajectory_tokens=cfg.rollout.max_trajectory_tokens,
-        )
+        batch = self._rollouts(tasks, cfg.rollout.group_size, cfg.generation, seed=cfg.run.seed * 100_003 + iteration,
+                               group_prefix=f"{iteration}/")
         self._check_failures(tasks, batch)
         trajectories = [rt.trajectory for rt in batch.trajectories]
 
@@ -218,6 +280,9 @@ class Trainer:
         learner_stats = self.learner.update(samples) if samples else {}
         learner_time = time.perf_counter() - t0
         self._check_finite(learner_stats)
+        t0 = time.perf_counter()
+        pushed = bool(samples) and sync_weights(self.generator, self.policy)
+        sync_time = time.perf_counter() - t0
 
         wall = time.perf_counter() - start
         steps = [s for t in trajectories for s in t.steps]
@@ -231,6 +296,7 @@ class Trainer:
             "time/credit_assignment": credit_time,
             "time/learner": learner_time,
             "time/iteration": wall,
+            "time/weight_sync": sync_time if pushed else 0.0,
             "throughput/tokens_per_s": batch.stats.get("rollout/generated_tokens", 0.0) / max(
                 batch.stats.get("time/generation", 0.0), 1e-9),
         }
@@ -245,9 +311,8 @@ class Trainer:
         cfg = self.config
         tasks = self.eval_tasks[: cfg.run.eval_episodes]
         generation = dataclasses.replace(cfg.generation, temperature=cfg.run.eval_temperature)
-        batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, 1, generation, mode=cfg.agent.mode,
-                                 seed=cfg.run.seed * 7_919 + iteration, group_prefix=f"eval{iteration}/",
-                                 max_trajectory_tokens=cfg.rollout.max_trajectory_tokens)
+        batch = self._rollouts(tasks, 1, generation, seed=cfg.run.seed * 7_919 + iteration,
+                               group_prefix=f"eval{iteration}/")
         report = report_from_rollouts(batch, cfg.env.name, self.eval_split, "policy")
         summary = report.by_type()
         out = {"eval/success": summary["All"]["success"], "eval/reward": summary["All"]["reward"],
@@ -260,9 +325,44 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------------------------------------ helpers
+    def _rollouts(self, tasks: list[str], group_size: int, generation: GenerationConfig, *, seed: int,
+                  group_prefix: str) -> RolloutBatch:
+        """Play ``tasks``; under torch.distributed each rank plays whole groups of its share and all are gathered."""
+        if self.dist.enabled:
+            rank, world = self.dist.rank, self.dist.world_size
+            tasks = tasks[rank::world]
+            seed = seed + 10_000_019 * rank  # each rank samples its own episodes, reproducibly
+            group_prefix = f"{group_prefix}r{rank}."  # group ids stay unique once gathered
+        batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
+                                 mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
+                                 max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
+                                 generator=self.generator)
+        return gather_rollouts(batch) if self.dist.enabled else batch
+
+    def _vllm_options(self) -> dict[str, Any]:
+        options = dataclasses.asdict(self.config.vllm)
+        if self.device.startswith("cuda") and self.config.vllm.tensor_parallel_size == 1:
+            options["device_index"] = torch.device(self.device).index or 0
+        return options
+
+    def _barrier(self, *, before_main: bool) -> None:
+        """Under torch.distributed: ranks > 0 wait here until rank 0 has passed the matching call."""
+        if not self.dist.enabled or self.dist.is_main == before_main:
+            return
+        import torch.distributed as dist
+
+        dist.barrier()
+
     def save(self, iteration: int) -> Path:
-        return save_checkpoint(self.run_dir, iteration, self.policy, self.learner,
-                               {"config": to_dict(self.config)}, keep=self.config.run.keep_checkpoints)
+        path = self.run_dir / "checkpoints" / f"iter-{iteration:06d}"
+        if self.dist.is_main:
+            path = save_checkpoint(self.run_dir, iteration, self.policy, self.learner,
+                                   {"config": to_dict(self.config)}, keep=self.config.run.keep_checkpoints)
+        if self.dist.enabled:
+            import torch.distributed as dist
+
+            dist.barrier()
+        return path
 
     def _check_failures(self, tasks: list[str], batch: RolloutBatch) -> None:
         failed_tasks = {task for task, _ in batch.failures}
@@ -322,6 +422,16 @@ class Trainer:
     def close(self) -> None:
         self.pool.close()
         self.logger.close()
+        if self.generator is not self.policy and hasattr(self.generator, "close"):
+            self.generator.close()
+        if self.config.run.ray_address:
+            from agentrl.raypool import shutdown_if_started
+
+            shutdown_if_started()
+        if self.dist.initialized_here:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
 
 
 def train(env: str = "crafting", algo: str = "scpo", model: str | None = None, *, config: TrainConfig | None = None,
