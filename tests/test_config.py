@@ -72,3 +72,33 @@ def test_apply_overrides_does_not_mutate_input():
     data = {"a": {"b": 1}}
     out = apply_overrides(data, {"a.b": 2, "c.d": 3})
     assert data == {"a": {"b": 1}} and out == {"a": {"b": 2}, "c": {"d": 3}}
+
+
+def test_no_model_means_the_embedded_policy_on_a_cpu_with_its_agent_settings(monkeypatch):
+    import torch
+
+    from agentrl.models import EMBEDDED_POLICY, recommended_agent_settings
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = build_config(None, {"env.name": "crafting"})
+    assert config.model.path == EMBEDDED_POLICY
+    expected = recommended_agent_settings(EMBEDDED_POLICY)
+    for key, value in expected.items():
+        assert getattr(config.agent, key) == value
+    # Anything set explicitly wins over the model's recommendation.
+    assert build_config(None, {"agent.think": True, "agent.mode": "generate"}).agent.think is True
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert build_config(None, {"env.name": "crafting"}).model.path is None  # a GPU: the user names a model
+
+
+def test_a_model_folders_agentrl_json_sets_agent_defaults(tmp_path):
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "agentrl.json").write_text('{"agent": {"think": false, "history_length": 3, "mode": "score"}}')
+    config = build_config(None, {"model.path": str(folder)})
+    assert (config.agent.think, config.agent.history_length, config.agent.mode) == (False, 3, "score")
+    file = tmp_path / "run.yaml"
+    file.write_text("agent:\n  history_length: 1\n")
+    assert build_config(file, {"model.path": str(folder)}).agent.history_length == 1
+    (folder / "agentrl.json").write_text("not json")  # a broken file recommends nothing
+    assert build_config(None, {"model.path": str(folder)}).agent.think is True

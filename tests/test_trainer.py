@@ -76,8 +76,10 @@ def test_resumed_run_reaches_the_same_weights_as_an_uninterrupted_one(tmp_path):
 
 
 def test_missing_model_and_bad_algo_options(tmp_path):
+    no_model = build_config(None, {"env.name": "crafting", "model.path": "tiny-random"})
+    no_model.model.path = None  # what a GPU machine gets when no --model is given (models.default_model)
     with pytest.raises(ConfigError, match="no model given"):
-        Trainer(build_config(None, {"env.name": "crafting"}), run_dir=tmp_path / "a")
+        Trainer(no_model, run_dir=tmp_path / "a")
     with pytest.raises(ConfigError, match=r"unknown option\(s\) gama"):
         Trainer(small_config("gigpo", "score", 1, **{"algo.options": {"gama": 0.9}}), run_dir=tmp_path / "b")
     with pytest.raises(AgentRLError, match="no checkpoint"):

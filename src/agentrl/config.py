@@ -46,7 +46,7 @@ class AgentSection:
 
 @dataclass
 class ModelSection:
-    path: str | None = None  #: local folder or model name (loaded offline); required
+    path: str | None = None  #: local folder or model name (loaded offline); None: agentrl-tiny on a CPU
     dtype: str = "auto"  #: "auto", "float32" or "bfloat16"
     device: str = "auto"  #: "auto" (this rank's CUDA GPU if there is one, else "cpu"), "cpu", "cuda", "cuda:1"
     lora: LoraSettings | None = None  #: train a LoRA adapter instead of all weights
@@ -239,11 +239,27 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
 
 def build_config(file: str | Path | None = None, overrides: dict[str, Any] | None = None,
                  base: dict[str, Any] | None = None) -> TrainConfig:
-    """Defaults ← ``base`` ← config file ← overrides, validated."""
+    """Defaults ← the model's recommended agent settings ← ``base`` ← config file ← overrides, validated.
+
+    No model given: the default for this machine (:func:`agentrl.models.default_model`: the embedded policy on a
+    CPU). A model folder's ``agentrl.json`` may recommend agent settings (the embedded policy was trained without
+    ``<think>``); anything set explicitly wins over them.
+    """
+    from agentrl.models import default_model, recommended_agent_settings
+
     data: dict[str, Any] = dict(base or {})
     if file is not None:
         data = _deep_merge(data, load_config_file(file))
     data = apply_overrides(data, overrides or {})
+    model = data.get("model") or {}
+    if isinstance(model, dict) and model.get("path") is None:
+        chosen = default_model()
+        if chosen is not None:
+            data = _deep_merge(data, {"model": {"path": chosen}})
+    path = (data.get("model") or {}).get("path") if isinstance(data.get("model"), dict) else None
+    recommended = recommended_agent_settings(path)
+    if recommended:
+        data = _deep_merge({"agent": recommended}, data)
     return from_dict(TrainConfig, data).validate()
 
 

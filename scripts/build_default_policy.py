@@ -1,0 +1,675 @@
+"""Build agentrl's embedded default CPU policy: demonstrations → domain tokenizer → small Llama → SFT → eval.
+
+The policy ``agentrl-tiny`` ships inside the package (``src/agentrl/assets/policies/tiny/``) so that
+``agentrl train --env alfworld --algo scpo`` runs and learns on a laptop with no model hub (models.md). This script is
+how it is made, end to end and seeded; every stage caches its output under ``--work`` so a rerun resumes::
+
+    python scripts/build_default_policy.py                       # all stages (under an hour on 2 cores)
+    python scripts/build_default_policy.py --stages collect      # one stage
+    python scripts/build_default_policy.py --stages eval --eval-only-split eval_out_of_distribution
+
+Stages:
+
+1. ``collect``: expert trajectories of our own environments, rendered exactly as the ReAct agent (no-think mode,
+   history 2) renders them during RL, each step labelled with the expert's action:
+
+   - ALFWorld train games, three kinds of episodes per game: the walkthrough; a *search* episode, in which the
+     agent first looks for the task's object in the receptacles where that kind of object is most often found in
+     the train games (a prior counted from the walkthroughs: information the policy can have, not the game's
+     answer), opening closed ones, until the object is in sight, and the engine's planner then takes over from that
+     state; and a *detour* episode, in which the agent takes a random harmless action now and then (go to, open,
+     close, examine) and every state it reaches is labelled with the planner's way back (DAgger-style recovery);
+   - WebShop train goals with its scripted expert, TextWorld games with their walkthroughs (re-planned), and the
+     built-in Crafting env with its solver (fewer steps: ALFWorld is what the policy is for).
+2. ``tokenizer``: a byte-level BPE (``tokenizers``) trained on the demonstrations' text, ChatML template.
+3. ``train``: a Llama from config (tied embeddings) trained from scratch by SFT on the action tokens
+   (:func:`agentrl.sft.sft`, ``mode="generate"``), cosine learning rate, validation loss on held-out games.
+4. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
+   ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``score``) and by
+   free generation (``generate``), at temperature 0.4 as the trainer evaluates; plus WebShop, TextWorld and
+   Crafting, and the random and expert agents for reference.
+5. ``package``: bf16 safetensors, tokenizer and a model card (``README.md`` with the numbers, the data, the build
+   time) written to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
+STAGES = ("collect", "tokenizer", "train", "eval", "package")
+HISTORY_LENGTH = 2
+HARMLESS = ("go to ", "open ", "close ", "examine ")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 1: demonstrations
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _object_type(name: str) -> str:
+    """``"apple 1"`` → ``"apple"``."""
+    return re.sub(r"\s+\d+$", "", name.strip())
+
+
+def alfworld_search_prior(games_root: Path, task_ids: list[str]) -> dict[str, dict[str, int]]:
+    """How often each kind of object is taken from each kind of receptacle in the train walkthroughs."""
+    prior: dict[str, Counter] = defaultdict(Counter)
+    for task_id in task_ids:
+        walkthrough = json.loads((games_root / task_id / "game.tw-pddl").read_text()).get("walkthrough") or []
+        for command in walkthrough:
+            match = re.match(r"take (.+?) from (.+)$", command)
+            if match:
+                prior[_object_type(match.group(1))][_object_type(match.group(2))] += 1
+    return {obj: dict(counts) for obj, counts in prior.items()}
+
+
+def _reply_for(agent: Any, info: dict, action: str) -> str | None:
+    actions = agent.candidate_actions(info)
+    return agent.candidates(info)[actions.index(action)] if action in actions else None
+
+
+def _record(demos: list[dict], agent: Any, env_name: str, task_id: str, kind: str, obs: str, info: dict,
+            action: str) -> bool:
+    reply = _reply_for(agent, info, action)
+    if reply is None:
+        return False
+    demos.append({"env": env_name, "task_id": task_id, "kind": kind,
+                  "prompt": agent.messages(0, obs, info)[0]["content"], "reply": reply})
+    return True
+
+
+def _expert_episode(env: Any, agent: Any, env_name: str, task_id: str, kind: str, demos: list[dict],
+                    rng: random.Random, detour_prob: float = 0.0, prefix: list[str] | None = None,
+                    max_steps: int = 60) -> bool:
+    """One episode labelled by the env's expert. ``prefix``: actions played first *as labels* (the search);
+    ``detour_prob``: chance per step of playing a random harmless action instead (that step is still labelled
+    with the expert's action: the state is what matters, DAgger-style)."""
+    obs, info = env.reset(options={"task_id": task_id})
+    agent.reset(1)
+    prefix = list(prefix or [])
+    for _ in range(max_steps):
+        expert = info.get("expert_action")
+        if expert is None:
+            break
+        if prefix:
+            action = prefix.pop(0)
+            if action not in info["admissible_actions"]:
+                prefix = []
+                action = expert
+        else:
+            action = expert
+        _record(demos, agent, env_name, task_id, kind, obs, info, action)
+        if detour_prob and action == expert and rng.random() < detour_prob:
+            harmless = [a for a in info["admissible_actions"] if a.startswith(HARMLESS) and a != expert]
+            if harmless:
+                action = rng.choice(harmless)
+        agent.record(0, obs, action)
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return bool(info.get("won"))
+    return bool(info.get("won"))
+
+
+def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, int]], rng: random.Random,
+                            max_visits: int = 5) -> list[str]:
+    """The search actions of a search episode: visit likely receptacles (opening closed ones) until the task's
+    first object is in sight. Plays them on ``env`` to know when to stop; returns them for replay as labels."""
+    walkthrough = json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
+    take = next((re.match(r"take (.+?) from", c) for c in walkthrough if c.startswith("take ")), None)
+    if take is None:
+        return []
+    wanted = _object_type(take.group(1))
+    counts = prior.get(wanted, {})
+    obs, info = env.reset(options={"task_id": task_id})
+    places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
+    # Most likely receptacle kinds first; ties (and unseen kinds) in random order, a little noise so that
+    # episodes differ.
+    keyed = [(-(counts.get(_object_type(p), 0) + rng.random() * 0.5), rng.random(), p) for p in places]
+    order = [p for *_, p in sorted(keyed) if counts.get(_object_type(p), 0) > 0][:max_visits]
+    sighting = re.compile(rf"\b{re.escape(wanted)} \d+")
+    actions: list[str] = []
+    for place in order:
+        if sighting.search(obs):
+            break
+        for action in (f"go to {place}", f"open {place}"):
+            if action not in info["admissible_actions"]:
+                continue
+            actions.append(action)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated or sighting.search(obs):
+                return actions
+    return actions
+
+
+def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
+                           out_path: str, minutes: float | None = None) -> dict[str, Any]:
+    """Worker: demonstrations of ALFWorld games ``task_ids`` (three episodes each) appended to ``out_path``;
+    stops taking games after ``minutes`` when given."""
+    import torch
+
+    torch.set_num_threads(1)
+    from agentrl.agents.react import ReActAgent
+
+    from agentrl import envs
+
+    env = envs.make("alfworld", expert=True, max_steps=60)
+    agent = ReActAgent("alfworld", think=False, history_length=HISTORY_LENGTH)
+    rng = random.Random(seed)
+    stats: Counter = Counter()
+    # Resumable: games already in the file (written whole, after their three episodes) are not played again.
+    done: list[str] = []
+    if Path(out_path).is_file():
+        with open(out_path) as f:
+            done = list(dict.fromkeys(json.loads(line)["task_id"] for line in f))
+    games_used: list[str] = list(done)
+    start = time.perf_counter()
+    with open(out_path, "a") as out:
+        for task_id in task_ids:
+            if task_id in done:
+                continue
+            if minutes is not None and time.perf_counter() - start > 60 * minutes:
+                break
+            demos: list[dict] = []
+            try:
+                stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
+                prefix = _alfworld_search_prefix(env, task_id, prior, rng)
+                stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng,
+                                                       prefix=prefix)
+                stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
+                                                       detour_prob=0.2)
+            except Exception as exc:  # noqa: BLE001 -- a game the engine cannot play is skipped, and counted
+                stats["failed_games"] += 1
+                print(f"skipping {task_id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                continue
+            stats["games"] += 1
+            games_used.append(task_id)
+            out.writelines(json.dumps(demo) + "\n" for demo in demos)
+            out.flush()
+    env.close()
+    return {**stats, "games": len(games_used), "demos": sum(1 for _ in open(out_path)),
+            "seconds": time.perf_counter() - start, "games_used": games_used}
+
+
+def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: int, out_path: str,
+                   detour_prob: float = 0.0) -> dict[str, Any]:
+    """Demonstrations of a non-ALFWorld env from its expert (one episode per task, optional detours)."""
+    from agentrl.agents.react import ReActAgent
+
+    from agentrl import envs
+
+    env = envs.make(env_name, expert=True, **env_args)
+    agent = ReActAgent(ReActAgent.family_for_env(env_name), think=False, history_length=HISTORY_LENGTH)
+    rng = random.Random(seed)
+    ids = list(env.unwrapped.task_ids(split))
+    rng.shuffle(ids)
+    stats: Counter = Counter()
+    with open(out_path, "a") as out:
+        for task_id in ids[:tasks]:
+            demos: list[dict] = []
+            stats["won"] += _expert_episode(env, agent, env_name, task_id, "expert", demos, rng,
+                                            detour_prob=detour_prob)
+            stats["episodes"] += 1
+            out.writelines(json.dumps(demo) + "\n" for demo in demos)
+    env.close()
+    return {**stats, "demos": sum(1 for _ in open(out_path))}
+
+
+def _done_marker(path: Path) -> Path:
+    return path.with_suffix(".done.json")
+
+
+def stage_collect(args: argparse.Namespace, work: Path) -> None:
+    """Each part writes ``demos/<part>.jsonl`` and, when complete, ``demos/<part>.done.json`` with its stats; a
+    rerun redoes only the parts without a marker. ALFWorld games go to ``--workers`` processes; with
+    ``--collect-minutes`` a worker stops taking games after that long (the games used are in the stats)."""
+    import multiprocessing as mp
+
+    from agentrl import envs
+
+    demos_dir = work / "demos"
+    demos_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    env = envs.make("alfworld")
+    base = env.unwrapped
+    train_ids = list(base.task_ids("train"))
+    rng = random.Random(args.seed)
+    # Balanced over task types: the same number of games of each type (or all of a type if it has fewer).
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for task_id in train_ids:
+        by_type[base.task(task_id).label].append(task_id)
+    per_type = math.ceil(args.alfworld_games / len(by_type))
+    picks: list[list[str]] = []
+    for label in sorted(by_type):
+        ids = sorted(by_type[label])
+        rng.shuffle(ids)
+        picks.append(ids[:per_type])
+    # Interleaved over types, so that a time-limited collection stays balanced.
+    chosen = [ids[i] for i in range(per_type) for ids in picks if i < len(ids)]
+    val_games = set(chosen[::20])  # 5% of the games: validation loss only
+    (demos_dir / "val_games.json").write_text(json.dumps(sorted(val_games)))
+    prior_path = demos_dir / "search_prior.json"
+    if not prior_path.is_file():
+        log(f"collect: counting the search prior over {len(train_ids)} train walkthroughs")
+        prior_path.write_text(json.dumps(alfworld_search_prior(base.games_root, train_ids), indent=0,
+                                         sort_keys=True))
+    prior = json.loads(prior_path.read_text())
+    env.close()
+
+    jobs: list[tuple[str, Any, tuple]] = []
+    for i in range(args.workers):
+        path = demos_dir / f"alfworld-{i}.jsonl"
+        jobs.append((path.stem, collect_alfworld_shard,
+                     (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes)))
+    for name, count, detour in (("webshop", args.webshop_goals, 0.1), ("crafting", args.crafting_tasks, 0.1),
+                                ("textworld", args.textworld_games, 0.1)):
+        jobs.append((name, collect_simple, (name, {}, "train", count, args.seed, str(demos_dir / f"{name}.jsonl"),
+                                            detour)))
+    todo = [(name, fn, fargs) for name, fn, fargs in jobs if not _done_marker(demos_dir / f"{name}.jsonl").is_file()]
+    for name, *_ in todo:  # a part that did not finish starts again, ALFWorld shards from their last whole game
+        if not name.startswith("alfworld"):
+            (demos_dir / f"{name}.jsonl").unlink(missing_ok=True)
+    log(f"collect: {len(chosen)} ALFWorld games in {args.workers} processes, then WebShop, Crafting, TextWorld; "
+        f"parts to do: {[name for name, *_ in todo] or 'none'}")
+    with mp.get_context("spawn").Pool(max(1, min(args.workers, len(todo)))) as pool:
+        results = [(name, pool.apply_async(fn, fargs)) for name, fn, fargs in todo]
+        for name, result in results:
+            stats = result.get()
+            _done_marker(demos_dir / f"{name}.jsonl").write_text(json.dumps(stats, indent=1))
+            log(f"collect: {name} done: " + str({k: v for k, v in stats.items() if k != "games_used"}))
+    log(f"collect: {time.perf_counter() - t0:.0f} s")
+
+
+def load_demos(work: Path) -> list[dict]:
+    demos = []
+    for path in sorted((work / "demos").glob("*.jsonl")):
+        with open(path) as f:
+            demos += [json.loads(line) for line in f]
+    return demos
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 2: tokenizer
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def stage_tokenizer(args: argparse.Namespace, work: Path) -> None:
+    from agentrl.models import build_tiny_tokenizer
+
+    folder = work / "tokenizer"
+    if (folder / "tokenizer.json").is_file():
+        log(f"tokenizer: cached ({folder})")
+        return
+    demos = load_demos(work)
+    rng = random.Random(args.seed)
+    sample = rng.sample(demos, min(len(demos), 20_000))
+    corpus = [d["prompt"] for d in sample] + sorted({d["reply"] for d in demos})
+    t0 = time.perf_counter()
+    tokenizer = build_tiny_tokenizer(args.vocab, corpus)
+    tokenizer.save_pretrained(folder)
+    lengths = [len(tokenizer(d["prompt"])["input_ids"]) for d in sample[:2000]]
+    log(f"tokenizer: vocab {len(tokenizer)} in {time.perf_counter() - t0:.1f} s; prompt tokens mean "
+        f"{sum(lengths) / len(lengths):.0f}, max {max(lengths)}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 3: model and SFT
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def build_model(tokenizer: Any, args: argparse.Namespace) -> Any:
+    """A small Llama from config: tied embeddings (half the size on disk), head size 64 (what fast attention
+    kernels and vLLM expect)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=args.hidden, intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64, num_key_value_heads=args.hidden // 64,
+        max_position_embeddings=2048, tie_word_embeddings=True, rope_theta=10_000.0,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+    )
+    torch.manual_seed(args.seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int) -> list[Any]:
+    from agentrl.sft import Demonstration
+
+    return [Demonstration(policy.render([{"role": "user", "content": d["prompt"]}])[-max_prompt_tokens:],
+                          [policy.choice_token_ids(d["reply"])], 0) for d in demos]
+
+
+def stage_train(args: argparse.Namespace, work: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from agentrl.policy import HFPolicy
+    from agentrl.sft import sft, sft_loss
+
+    out = work / "sft"
+    if (out / "train.json").is_file():
+        log(f"train: cached ({out})")
+        return
+    torch.set_num_threads(args.threads)
+    tokenizer = AutoTokenizer.from_pretrained(work / "tokenizer")
+    base = work / "base"
+    build_model(tokenizer, args).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    policy = HFPolicy(str(base), device="cpu")
+    # ALFWorld's walkthrough episodes go straight to where the object is, which the policy cannot know; the search
+    # and detour episodes cover the same games with what it can know (and the way back), so by default they are
+    # collected (for the record) but not trained on.
+    skip_kinds = {k for k in args.skip_kinds.split(",") if k}
+    demos = [d for d in load_demos(work) if f"{d['env']}/{d['kind']}" not in skip_kinds]
+    rng = random.Random(args.seed)
+    caps = {"webshop": args.webshop_demos, "crafting": args.crafting_demos}
+    kept: list[dict] = []
+    for env_name in sorted({d["env"] for d in demos}):
+        rows = [d for d in demos if d["env"] == env_name]
+        if env_name in caps and len(rows) > caps[env_name]:
+            rows = rng.sample(rows, caps[env_name])  # WebShop pages are long: a share, not all, of the tokens
+        kept += rows
+    demos = kept
+    val_games = set(json.loads((work / "demos" / "val_games.json").read_text()))
+    train_rows = [d for d in demos if d["task_id"] not in val_games]
+    val_rows = [d for d in demos if d["task_id"] in val_games]
+    t0 = time.perf_counter()
+    train_demos = _demonstrations(policy, train_rows, args.max_prompt_tokens)
+    val_demos = _demonstrations(policy, val_rows, args.max_prompt_tokens)
+    tokens = sum(len(d.prompt_ids) + len(d.choice_ids[0]) for d in train_demos)
+    log(f"train: {policy.num_parameters() / 1e6:.2f}M parameters; {len(train_demos)} train demos "
+        f"({tokens / len(train_demos):.0f} tokens each), {len(val_demos)} validation; {args.epochs} epochs")
+    history: list[dict[str, float]] = []
+    started = time.perf_counter()
+
+    def on_step(step: int, total: int, loss: float) -> None:
+        if step % 50 == 0 or step == total:
+            rate = step * args.batch_size * tokens / len(train_demos) / (time.perf_counter() - started)
+            log(f"train: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
+
+    def on_epoch(epoch: int, loss: float) -> None:
+        val = sft_loss(policy, val_demos, mode="generate") if val_demos else float("nan")
+        history.append({"epoch": epoch + 1, "train_loss": loss, "val_loss": val,
+                        "seconds": time.perf_counter() - started})
+        log(f"train: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
+
+    sft(policy, train_demos, mode="generate", epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+        seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step)
+    policy.save_pretrained(out)
+    report = {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
+              "tokens_per_epoch": tokens, "epochs": history, "seconds": time.perf_counter() - t0,
+              "threads": args.threads, "kinds": Counter(f"{d['env']}/{d['kind']}" for d in train_rows)}
+    (out / "train.json").write_text(json.dumps(report, indent=1))
+    log(f"train: done in {report['seconds']:.0f} s")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 4: evaluation
+# ----------------------------------------------------------------------------------------------------------------
+
+#: (job name, env, split, episodes (None: all), agent: "score" | "generate" | "random" | "expert")
+EVAL_JOBS = (
+    ("alfworld-unseen-score", "alfworld", "eval_out_of_distribution", None, "score"),
+    ("alfworld-unseen-generate", "alfworld", "eval_out_of_distribution", None, "generate"),
+    ("alfworld-seen-score", "alfworld", "eval_in_distribution", None, "score"),
+    # A random agent plays all 50 steps of every game (engine time, no model): the first 40 games of each split.
+    ("alfworld-unseen-random", "alfworld", "eval_out_of_distribution", 40, "random"),
+    ("alfworld-seen-random", "alfworld", "eval_in_distribution", 40, "random"),
+    ("alfworld-unseen-expert", "alfworld", "eval_out_of_distribution", None, "expert"),
+    ("alfworld-seen-expert", "alfworld", "eval_in_distribution", None, "expert"),
+    ("webshop-score", "webshop", "eval", 100, "score"),
+    ("webshop-random", "webshop", "eval", 100, "random"),
+    ("crafting-score", "crafting", "eval_in_distribution", 100, "score"),
+    ("crafting-random", "crafting", "eval_in_distribution", 100, "random"),
+    ("textworld-score", "textworld", None, 5, "score"),
+    ("textworld-random", "textworld", None, 5, "random"),
+)
+
+
+def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | None, agent: str, model: str,
+                 seed: int, workers: int) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    from agentrl.agents.scripted import ExpertAgent, RandomAgent
+
+    from agentrl import envs
+    from agentrl.evaluation import evaluate
+    from agentrl.trainer import evaluate_model
+
+    t0 = time.perf_counter()
+    if agent in ("score", "generate"):
+        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=agent, think=False,
+                                history_length=HISTORY_LENGTH, temperature=0.4, workers=workers, seed=seed)
+    else:
+        env = envs.make(env_name, expert=agent == "expert")
+        split = split or env.unwrapped.splits[-1]
+        scripted = ExpertAgent() if agent == "expert" else RandomAgent(seed=seed)
+        report = evaluate(env, scripted, split=split, episodes=episodes, env_name=env_name, agent_name=agent)
+        env.close()
+    return {"job": name, "env": env_name, "split": report.split, "agent": agent, "by_type": report.by_type(),
+            "seconds": time.perf_counter() - t0}
+
+
+def stage_eval(args: argparse.Namespace, work: Path) -> None:
+    import multiprocessing as mp
+
+    results_dir = work / "eval"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    wanted = [j for j in EVAL_JOBS if not args.eval_jobs or j[0] in args.eval_jobs.split(",")]
+    todo = [j for j in wanted if not (results_dir / f"{j[0]}.json").is_file()]
+    log(f"eval: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        pending = [(job[0], pool.apply_async(run_eval_job, (*job, str(work / "sft"), args.seed, 0))) for job in todo]
+        for name, result in pending:
+            row = result.get()
+            (results_dir / f"{name}.json").write_text(json.dumps(row, indent=1))
+            summary = row["by_type"]["All"]
+            log(f"eval: {name}: success {summary['success']:.1f}% over {summary['n']:.0f} episodes "
+                f"({row['seconds']:.0f} s)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 5: package
+# ----------------------------------------------------------------------------------------------------------------
+
+#: How the policy is meant to be driven: written next to the weights (``agentrl.json``) and read by the trainer.
+AGENT_SETTINGS = {"think": False, "history_length": HISTORY_LENGTH, "mode": "score"}
+
+
+def _results_table(rows: dict[str, dict]) -> list[str]:
+    """Markdown: ALFWorld success per task type, one line per (split, agent)."""
+    types = ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2"]
+    lines = ["| split | agent | " + " | ".join(types) + " | All |", "|---|---|" + "---|" * (len(types) + 1)]
+    labels = {"score": "this policy, best admissible action", "generate": "this policy, free generation",
+              "random": "random admissible action", "expert": "expert (walkthrough + planner)"}
+    for split, split_name in (("unseen", "eval_out_of_distribution (valid_unseen)"),
+                              ("seen", "eval_in_distribution (valid_seen)")):
+        for agent in ("score", "generate", "random", "expert"):
+            row = rows.get(f"alfworld-{split}-{agent}")
+            if row is None:
+                continue
+            by_type = row["by_type"]
+            cells = []
+            for t in types + ["All"]:
+                cell = by_type.get(t)
+                cells.append(f"{cell['success']:.1f}% ({round(cell['success'] * cell['n'] / 100)}/{cell['n']:.0f})"
+                             if cell else "–")
+            lines.append(f"| {split_name} | {labels[agent]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def stage_package(args: argparse.Namespace, work: Path) -> None:
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    train = json.loads((work / "sft" / "train.json").read_text())
+    rows = {p.stem: json.loads(p.read_text()) for p in sorted((work / "eval").glob("*.json"))}
+    collect = {p.name.removesuffix(".done.json"): json.loads(p.read_text())
+               for p in sorted((work / "demos").glob("*.done.json"))}
+    staging = args.out.with_name(args.out.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    model = AutoModelForCausalLM.from_pretrained(work / "sft", dtype=torch.bfloat16)
+    model.save_pretrained(staging, safe_serialization=True)
+    AutoTokenizer.from_pretrained(work / "sft").save_pretrained(staging)
+    games = sum(len(v.get("games_used", [])) for k, v in collect.items() if k.startswith("alfworld"))
+    build = {
+        "name": "agentrl-tiny", "agent": AGENT_SETTINGS, "seed": args.seed,
+        "architecture": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers,
+                         "vocab": args.vocab, "parameters": train["parameters"], "tied_embeddings": True},
+        "data": {k: {kk: vv for kk, vv in v.items() if kk != "games_used"} for k, v in collect.items()},
+        "alfworld_train_games": games, "train": train,
+        "results": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
+                    for name, r in rows.items()},
+        "built": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU cores",
+        "command": "python scripts/build_default_policy.py",
+    }
+    (staging / "agentrl.json").write_text(json.dumps(build, indent=1))
+    (staging / "README.md").write_text(model_card(build, rows))
+    shutil.rmtree(args.out, ignore_errors=True)
+    staging.rename(args.out)
+    size = sum(p.stat().st_size for p in args.out.iterdir())
+    log(f"package: {args.out} ({size / 2**20:.1f} MiB)")
+    if size > 16 * 2**20:
+        raise SystemExit(f"the packaged policy is {size / 2**20:.1f} MiB, over the 16 MiB budget")
+
+
+def model_card(build: dict, rows: dict[str, dict]) -> str:
+    arch, train = build["architecture"], build["train"]
+    other = []
+    for env_name, split_label in (("webshop", "eval goals"), ("crafting", "eval_in_distribution"),
+                                  ("textworld", "held-out games")):
+        cells = [f"{rows[f'{env_name}-{agent}']['by_type']['All']['success']:.1f}%"
+                 if f"{env_name}-{agent}" in rows else "–" for agent in ("score", "random")]
+        if any(cell != "–" for cell in cells):
+            n = rows.get(f"{env_name}-score", rows.get(f"{env_name}-random"))["by_type"]["All"]["n"]
+            other.append(f"| {env_name} | {split_label} ({n:.0f}) | " + " | ".join(cells) + " |")
+    epochs = "\n".join(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['val_loss']:.4f} | {e['seconds'] / 60:.1f} |"
+                        for e in train["epochs"])
+    data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
+                            for k, v in build["data"].items())
+    return f"""# agentrl-tiny: the embedded default CPU policy
+
+A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP
+{arch['intermediate']}, tied embeddings) with a {arch['vocab']}-token byte-level BPE, trained from scratch by
+supervised fine-tuning on expert trajectories of agentrl's own environments. Stored as bf16 safetensors. It is
+`agentrl train`'s default `--model` on a CPU, so the main job runs and learns with no model hub; on a GPU pass a real
+model (for example Qwen2.5-1.5B-Instruct).
+
+Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
+{build['agent']['history_length']}, and choosing among the admissible actions by their likelihood
+(`agent.mode: score`); these settings are in `agentrl.json` and the trainer applies them to this model.
+Free generation (`agent.mode: generate`) works too and is measured below.
+
+## Results
+
+Sampling temperature 0.4 (the trainer's evaluation), one episode per game, seed {build['seed']}.
+
+{chr(10).join(_results_table(rows))}
+
+| env | split (episodes) | this policy (best admissible action) | random admissible action |
+|---|---|---|---|
+{chr(10).join(other)}
+
+## How it was built
+
+`{build['command']}` (seeded; every stage cached under `runs/default-policy/`), on a machine with
+{build['machine']}, {build['built']}.
+
+Data (one row per part: demonstrations, games or episodes). ALFWorld: {build['alfworld_train_games']} train games,
+three episodes each: the walkthrough; a search episode (visit the receptacles where the task's object is most often
+found in the train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a detour
+episode (random harmless actions now and then, every state labelled with the planner's way back). 5% of the games
+are held out for the validation loss.
+
+| part | demonstrations | games / episodes |
+|---|---|---|
+{data_lines}
+
+Training: {train['train_demos']} demonstrations ({train['tokens_per_epoch'] / 1e6:.1f}M tokens per epoch), AdamW,
+cosine learning rate, batch 16, bf16 autocast, {train['threads']} thread(s), {train['seconds'] / 60:.0f} minutes.
+
+| epoch | train loss | validation loss | minutes |
+|---|---|---|---|
+{epochs}
+
+## Limitations
+
+A policy this small imitates; it does not reason. It knows ALFWorld's household layouts only through the search
+prior it was shown, fails when the object is somewhere unusual, and has seen few WebShop pages and TextWorld games.
+It is a starting point for RL on a CPU, not a competitor to 1.5B-parameter policies.
+"""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Driver
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {STAGES}")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "default-policy", help="cache of every stage")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the packaged policy goes")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="collection processes")
+    parser.add_argument("--alfworld-games", type=int, default=720, help="train games, balanced over task types")
+    parser.add_argument("--webshop-goals", type=int, default=400)
+    parser.add_argument("--textworld-games", type=int, default=8)
+    parser.add_argument("--crafting-tasks", type=int, default=200)
+    parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--intermediate", type=int, default=768)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--skip-kinds", default="alfworld/walkthrough", help="demonstration kinds not trained on")
+    parser.add_argument("--webshop-demos", type=int, default=400, help="WebShop demonstrations trained on")
+    parser.add_argument("--crafting-demos", type=int, default=800, help="Crafting demonstrations trained on")
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-prompt-tokens", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    parser.add_argument("--eval-jobs", default="", help="comma-separated subset of the eval jobs (default: all)")
+    parser.add_argument("--collect-minutes", type=float, default=None,
+                        help="stop each ALFWorld worker after this long (default: all games)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        raise SystemExit(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
+    args.work.mkdir(parents=True, exist_ok=True)
+    for stage in STAGES:
+        if stage in stages:
+            globals()[f"stage_{stage}"](args, args.work)
+
+
+if __name__ == "__main__":
+    main()
