@@ -31,20 +31,20 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
+from agentrl.agents.react import ReActAgent
 
-from agentrl.agents.react import ReActAgent  # noqa: E402
-from agentrl.config import build_config  # noqa: E402
-from agentrl.models import save_tiny_model  # noqa: E402
-from agentrl.sft import sft_from_expert  # noqa: E402
-from agentrl.trainer import Trainer, evaluate_model  # noqa: E402
+from agentrl.config import build_config
+from agentrl.models import save_tiny_model
+from agentrl.sft import sft_from_expert
+from agentrl.trainer import Trainer, evaluate_model
 
 HERE = Path(__file__).resolve().parent
 
 
 def crafting_corpus(tasks: int = 300, env_args: dict | None = None) -> list[str]:
     """Prompts and replies of expert episodes on train tasks: the text the tokenizer will see."""
-    import agentrl.envs as envs
+    from agentrl import envs
 
     env = envs.make("crafting", expert=True, **(env_args or {}))
     agent = ReActAgent("crafting", think=False)
@@ -90,39 +90,58 @@ def warm_start(args: argparse.Namespace, env_args: dict) -> tuple[Path, dict]:
     return root / "sft", sft
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="scpo")
+    parser.add_argument("--model", default=None,
+                        help="start RL from this policy (e.g. agentrl-tiny) instead of building the SFT warm start")
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--sft-tasks", type=int, default=300)
     parser.add_argument("--sft-epochs", type=int, default=3)
-    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--tasks-per-iteration", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=4)
-    parser.add_argument("--max-steps", type=int, default=12)
-    parser.add_argument("--max-plan-length", type=int, default=6)
+    parser.add_argument("--max-steps", type=int, default=10)
+    parser.add_argument("--max-plan-length", type=int, default=5)
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--kl", type=float, default=0.0)
+    parser.add_argument("--keep-zero-advantage", action="store_true",
+                        help="train on rows of advantage 0 too (slower; see LearnerConfig.skip_zero_advantage)")
+    parser.add_argument("--tag", default="", help="suffix of the result file (bench/results/learning-<algo><tag>.json)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     torch.set_num_threads(1)  # models.md threading trap: 2 threads on 2 shared cores run several times slower
     env_args = {"max_steps": args.max_steps, "max_plan_length": args.max_plan_length}
     t0 = time.perf_counter()
-    sft_path, sft = warm_start(args, env_args)
-    before = sft["eval_success"]
-    print(f"after SFT ({sft['demonstrations']} demos, {sft['seconds']:.0f} s): eval success {before:.1f}%", flush=True)
+    if args.model:  # start from a given policy (e.g. the embedded agentrl-tiny) instead of this script's warm start
+        t_eval = time.perf_counter()
+        before = evaluate_model(
+            "crafting", args.model, split="eval_in_distribution", episodes=args.eval_episodes, mode="score",
+            think=False, env_args=env_args, seed=args.seed).by_type()["All"]["success"]
+        sft_path, sft = args.model, {"eval_success": before, "eval_seconds": time.perf_counter() - t_eval}
+        print(f"starting policy {args.model}: eval success {before:.1f}%", flush=True)
+    else:
+        sft_path, sft = warm_start(args, env_args)
+        before = sft["eval_success"]
+        print(f"after SFT ({sft['demonstrations']} demos, {sft['seconds']:.0f} s): eval success {before:.1f}%",
+              flush=True)
     config = build_config(None, {
         "env.name": "crafting", "env.args": env_args, "env.eval_split": "eval_in_distribution",
         "algo.name": args.algo, "model.path": str(sft_path),
         "agent.mode": "score", "agent.think": False,
         "rollout.tasks_per_iteration": args.tasks_per_iteration, "rollout.group_size": args.group_size,
         "rollout.workers": 0, "learner.lr": args.lr, "learner.bf16": "auto", "learner.kl_coef": args.kl,
+        "learner.skip_zero_advantage": not args.keep_zero_advantage,
         "learner.mini_batch_size": 64, "learner.micro_batch_size": 16,
         "run.iterations": args.iterations, "run.eval_every": args.eval_every, "run.eval_episodes": args.eval_episodes,
         "run.seed": args.seed, "run.save_every": args.iterations, "run.torch_threads": 1,
@@ -139,13 +158,14 @@ def main(argv: list[str] | None = None) -> dict:
     evals = [(r["iteration"], r["eval/success"]) for r in result.history if "eval/success" in r]
     report = {
         "algo": args.algo, "args": {k: str(v) for k, v in vars(args).items()}, "env_args": env_args,
-        "sft": {k: sft[k] for k in ("demonstrations", "losses", "seconds", "collect_s", "train_s") if k in sft},
+        "sft": {k: sft[k] for k in ("demonstrations", "losses", "seconds", "collect_s", "train_s", "eval_seconds")
+                if k in sft},
         "eval_success_before_rl": before, "eval_success_during_rl": evals, "curve": curve,
         "rl_seconds": rl_seconds, "total_seconds": time.perf_counter() - t0,
         "run_dir": str(result.run_dir),
     }
     (HERE / "results").mkdir(exist_ok=True)
-    path = HERE / "results" / f"learning-{args.algo}.json"
+    path = HERE / "results" / f"learning-{args.algo}{args.tag}.json"
     path.write_text(json.dumps(report, indent=1))
     print("train success per iteration: " + " ".join(f"{r['train/success']:.0f}" for r in curve))
     print(f"eval success ({args.eval_episodes} eval_in_distribution tasks, T=0.4): before RL {before:.1f}% -> "

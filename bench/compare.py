@@ -1,0 +1,261 @@
+"""GRPO vs GiGPO vs SCPO (and SCPO on a GRPO base) at equal budget: identical seeds, settings and tasks.
+
+For each environment preset and each seed, every algorithm trains the same starting policy with the same config —
+only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer`. Writes:
+
+- ``bench/results/compare.json``: per (env, algo, seed) the learning curve, the final evaluation (overall and per
+  task type), SCPO's diagnostics per iteration (share of failed steps credited, conflict rate before/after), wall
+  times; and per (env, algo) the final success as mean ± std over seeds;
+- ``docs/results/compare-<env>.png``: train and eval success over iterations, all algorithms on one plot (mean over
+  seeds, shaded min-max);
+- ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): the table and the labels
+  (hardware, budget).
+
+Presets (CPU-sized budgets; ``--iterations`` etc. override):
+
+- ``crafting``: the built-in long-horizon env, short tasks (``max_plan_length=5``), starting from the SFT warm start
+  of ``bench/learning.py`` (the same model for every algorithm, built once and cached);
+- ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``), evaluated on the first
+  ``--eval-episodes`` valid_unseen games;
+- ``webshop``: WebShop from the embedded default policy.
+
+Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped.
+
+    python bench/compare.py --envs crafting --seeds 0,1,2          # the built-in env, 3 seeds
+    python bench/compare.py --envs alfworld --seeds 0 --iterations 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+ALGOS = ("grpo", "gigpo", "scpo", "scpo_grpo")
+SCPO_DIAGNOSTICS = ("algo/failed_steps_credited_frac", "algo/failed_steps_in_mixed_groups_credited_frac",
+                    "algo/conflict_rate_before", "algo/conflict_rate_after")
+
+#: Per env: config overrides shared by every algorithm (the budget), and where the starting model comes from.
+PRESETS: dict[str, dict[str, Any]] = {
+    "crafting": {
+        "model": "learning-warm-start",
+        "config": {"env.name": "crafting", "env.args": {"max_plan_length": 5, "max_steps": 10},
+                   "env.eval_split": "eval_in_distribution", "agent.mode": "score", "agent.think": False,
+                   "rollout.tasks_per_iteration": 8, "rollout.group_size": 8, "rollout.workers": 0,
+                   "learner.lr": 5e-5, "learner.kl_coef": 0.0, "learner.skip_zero_advantage": True,
+                   "learner.mini_batch_size": 64, "learner.micro_batch_size": 16},
+        "iterations": 10, "eval_every": 5, "eval_episodes": 100,
+    },
+    "alfworld": {
+        "model": "agentrl-tiny",
+        "config": {"env.name": "alfworld", "env.args": {"max_steps": 30}, "env.eval_split": "eval_out_of_distribution",
+                   "agent.mode": "score", "agent.think": False, "rollout.tasks_per_iteration": 4,
+                   "rollout.group_size": 4, "rollout.workers": 1, "learner.lr": 5e-5, "learner.kl_coef": 0.01,
+                   "learner.skip_zero_advantage": True, "learner.mini_batch_size": 64,
+                   "learner.micro_batch_size": 8},
+        "iterations": 8, "eval_every": 8, "eval_episodes": 40,
+    },
+    "webshop": {
+        "model": "agentrl-tiny",
+        "config": {"env.name": "webshop", "env.eval_split": "eval", "agent.mode": "score", "agent.think": False,
+                   "rollout.tasks_per_iteration": 4, "rollout.group_size": 4, "rollout.workers": 0,
+                   "learner.lr": 5e-5, "learner.kl_coef": 0.01, "learner.skip_zero_advantage": True,
+                   "learner.mini_batch_size": 64, "learner.micro_batch_size": 8},
+        "iterations": 8, "eval_every": 8, "eval_episodes": 50,
+    },
+}
+
+
+def starting_model(preset: dict[str, Any], seed: int) -> str:
+    """The policy every algorithm starts from (built once for the crafting preset)."""
+    if preset["model"] != "learning-warm-start":
+        return preset["model"]
+    sys.path.insert(0, str(HERE))
+    import learning
+
+    args = learning.parse_args([])  # bench/learning.py's defaults: the same warm start as its curve
+    env_args = {"max_steps": args.max_steps, "max_plan_length": args.max_plan_length}
+    path, _ = learning.warm_start(args, env_args)
+    return str(path)
+
+
+def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_root: Path) -> dict[str, Any]:
+    """Train one (env, algo, seed); cached in its run directory."""
+    from rich.console import Console
+
+    from agentrl.config import build_config
+    from agentrl.trainer import Trainer
+
+    run_dir = out_root / env_name / f"{algo}-s{seed}"
+    done = run_dir / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    preset = PRESETS[env_name]
+    iterations = args.iterations or preset["iterations"]
+    overrides = {
+        **preset["config"], "algo.name": algo, "model.path": starting_model(preset, seed),
+        "run.iterations": iterations, "run.eval_every": args.eval_every or preset["eval_every"],
+        "run.eval_episodes": args.eval_episodes or preset["eval_episodes"], "run.seed": seed,
+        "run.save_every": iterations, "run.torch_threads": 1,
+    }
+    if algo.startswith("scpo") and args.scorer:
+        overrides["algo.options"] = {"scorer": args.scorer}
+    config = build_config(None, overrides)
+    if run_dir.exists():  # an interrupted run: start it again (its metrics would mix two runs)
+        import shutil
+
+        shutil.rmtree(run_dir)
+    t0 = time.perf_counter()
+    result = Trainer(config, run_dir=run_dir, console=Console(stderr=True)).train()
+    history = result.history
+    evals = [r for r in history if "eval/success" in r]
+    last = evals[-1] if evals else {}
+    row = {
+        "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": time.perf_counter() - t0,
+        "train_success": [r.get("train/success") for r in history],
+        "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
+        "final_eval_success": last.get("eval/success"),
+        "final_eval_by_type": {k.removeprefix("eval/success/"): v for k, v in last.items()
+                               if k.startswith("eval/success/")},
+        "scpo_diagnostics": [{k: r.get(k) for k in SCPO_DIAGNOSTICS if k in r} for r in history]
+        if algo.startswith("scpo") else [],
+        "time_per_iteration": statistics.mean(r["time/iteration"] for r in history) if history else None,
+        "config": overrides,
+    }
+    done.write_text(json.dumps(row, indent=1))
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per (env, algo): final eval success mean ± std over seeds, and per task type."""
+    table: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": []})
+        if row["final_eval_success"] is not None:
+            cell["final"].append(row["final_eval_success"])
+        for task_type, value in row["final_eval_by_type"].items():
+            cell["by_type"].setdefault(task_type, []).append(value)
+        credited = [d.get("algo/failed_steps_credited_frac") for d in row["scpo_diagnostics"]]
+        cell["credited"] += [c for c in credited if c is not None]
+    for cell in table.values():
+        values = cell["final"]
+        cell["mean"] = statistics.mean(values) if values else None
+        cell["std"] = statistics.stdev(values) if len(values) > 1 else 0.0 if values else None
+        cell["seeds"] = len(values)
+        cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
+        cell["credited_mean"] = statistics.mean(cell.pop("credited")) if cell.get("credited") else None
+    return table
+
+
+def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for algo in ALGOS:
+        runs = [r for r in rows if r["env"] == env_name and r["algo"] == algo]
+        if not runs:
+            continue
+        train = np.array([r["train_success"] for r in runs if r["train_success"]], dtype=float)
+        if train.size:
+            x = np.arange(1, train.shape[1] + 1)
+            axes[0].plot(x, train.mean(0), label=algo)
+            axes[0].fill_between(x, train.min(0), train.max(0), alpha=0.15)
+        evals = [r["eval_success"] for r in runs if r["eval_success"]]
+        if evals:
+            its = [i for i, _ in evals[0]]
+            values = np.array([[v for _, v in e] for e in evals if len(e) == len(its)], dtype=float)
+            axes[1].plot(its, values.mean(0), marker="o", label=algo)
+    axes[0].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
+    axes[1].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
+    for ax in axes:
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str) -> None:
+    header = ("| env | algorithm | seeds | final eval success (mean ± std) | per task type | "
+              "SCPO: failed steps credited | minutes per run |")
+    lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|"]
+    for key, cell in sorted(table.items()):
+        env_name, algo = key.split("/")
+        minutes = [r["seconds"] / 60 for r in rows if r["env"] == env_name and r["algo"] == algo]
+        mean = "–" if cell["mean"] is None else f"{cell['mean']:.1f} ± {cell['std']:.1f}"
+        by_type = ", ".join(f"{t} {v:.0f}" for t, v in sorted(cell["by_type"].items())) or "–"
+        credited = "–" if cell["credited_mean"] is None else f"{100 * cell['credited_mean']:.1f}%"
+        lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {mean} | {by_type} | {credited} | "
+                     f"{statistics.mean(minutes):.1f} |")
+    block = "\n".join(lines)
+    begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
+    text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"
+    if begin not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", default="crafting", help=f"comma-separated subset of {list(PRESETS)}")
+    parser.add_argument("--algos", default=",".join(ALGOS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--iterations", type=int, default=None)
+    parser.add_argument("--eval-every", type=int, default=None)
+    parser.add_argument("--eval-episodes", type=int, default=None)
+    parser.add_argument("--scorer", default=None, help="SCPO's scorer (default: the algorithm's, MiniLM)")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "compare")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    envs = [e for e in args.envs.split(",") if e]
+    unknown = [e for e in envs if e not in PRESETS]
+    if unknown:
+        raise SystemExit(f"unknown env preset(s) {unknown}; known: {', '.join(PRESETS)}")
+    rows = []
+    for env_name in envs:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for algo in args.algos.split(","):
+                print(f"== {env_name} / {algo} / seed {seed}", flush=True)
+                rows.append(run_one(env_name, algo, seed, args, args.out))
+    results_path = HERE / "results" / "compare.json"
+    previous = json.loads(results_path.read_text()) if results_path.is_file() else {"runs": []}
+    keep = [r for r in previous.get("runs", []) if (r["env"], r["algo"], r["seed"]) not in
+            {(x["env"], x["algo"], x["seed"]) for x in rows}]
+    all_rows = keep + rows
+    table = summarize(all_rows)
+    label = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch 1 thread; "
+             f"budgets per env in bench/compare.py PRESETS; {time.strftime('%Y-%m-%d')}")
+    report = {"label": label, "summary": table, "runs": all_rows}
+    results_path.write_text(json.dumps(report, indent=1))
+    for env_name in sorted({r["env"] for r in all_rows}):
+        plot(all_rows, env_name, ROOT / "docs" / "results" / f"compare-{env_name}.png")
+    write_markdown(table, all_rows, ROOT / "docs" / "results.md", label)
+    for key, cell in sorted(table.items()):
+        mean = "–" if cell["mean"] is None else f"{cell['mean']:.1f} ± {cell['std']:.1f}"
+        print(f"{key:24s} final eval success {mean} over {cell['seeds']} seed(s)")
+    print(f"wrote {results_path}, docs/results.md and docs/results/compare-*.png")
+    return report
+
+
+if __name__ == "__main__":
+    main()
