@@ -50,6 +50,8 @@ def test_wheel_contains_envs_agents_and_package_data(wheel):
     for module in ("agentrl/envs/core.py", "agentrl/envs/crafting.py", "agentrl/agents/scripted.py",
                    "agentrl/cli.py", "agentrl/py.typed"):
         assert module in names, module
+    for asset in ("model.safetensors", "tokenizer.json", "config.json", "agentrl.json", "README.md"):
+        assert f"agentrl/assets/policies/tiny/{asset}" in names, asset  # the default CPU policy ships in the wheel
     assert not any(name.startswith(("envs/", "agents/", "src/")) for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "agentrl = agentrl.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -63,7 +65,10 @@ def test_wheel_imports_without_the_source_tree(wheel, tmp_path):
         "import agentrl, agentrl.envs, agentrl.agents, agentrl.envs.crafting, agentrl.cli\n"
         "import pathlib, sys\n"
         f"assert pathlib.Path(agentrl.envs.__file__).is_relative_to({str(target)!r}), agentrl.envs.__file__\n"
-        "env = agentrl.envs.make('crafting'); env.reset(seed=0); print('wheel ok')\n"
+        "env = agentrl.envs.make('crafting'); env.reset(seed=0)\n"
+        "from agentrl.models import resolve_model\n"
+        "assert pathlib.Path(resolve_model('agentrl-tiny', pathlib.Path('.'))).is_relative_to("
+        f"{str(target)!r}); print('wheel ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(target)}, timeout=120)
