@@ -536,7 +536,7 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(work / "sft", dtype=torch.bfloat16)
     model.save_pretrained(staging, safe_serialization=True)
     AutoTokenizer.from_pretrained(work / "sft").save_pretrained(staging)
-    games = sum(len(v.get("games_used", [])) for k, v in collect.items() if k.startswith("alfworld"))
+    games = len({g for k, v in collect.items() if k.startswith("alfworld") for g in v.get("games_used", [])})
     build = {
         "name": "agentrl-tiny", "agent": AGENT_SETTINGS, "seed": args.seed,
         "architecture": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers,

@@ -8,6 +8,7 @@ bitwise the same weights as the single-process run (``rollout.workers=0``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -61,12 +62,24 @@ def test_ray_pool_gives_the_same_results_as_the_local_pool(local_ray):
     assert len(set(pids)) == 2 and sys.platform != "win32"
 
 
+def _wait_until_gone(pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"actor process {pid} still alive {timeout} s after ray.kill")
+
+
 def test_a_killed_actor_is_restarted_and_only_its_slots_fail(local_ray):
     with RayEnvPool("crafting", {"max_steps": 5}, workers=2, slots_per_group=2) as pool:
         resets = pool.reset([(s, 0, {"task_index": 0}) for s in range(4)])
         assert not any(isinstance(r, EnvFailure) for r in resets.values())
         old_pid = pool.worker_pids()[0]
         ray.kill(pool._actors[0], no_restart=True)
+        _wait_until_gone(old_pid)  # ray.kill is asynchronous: under load the actor could still answer one call
         action = resets[0][1]["admissible_actions"][0]
         results = pool.step([(s, action) for s in range(4)])
         failed = sorted(s for s, r in results.items() if isinstance(r, EnvFailure))
