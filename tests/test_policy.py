@@ -288,10 +288,13 @@ def test_tree_prefill_greedy_equals_one_prompt_at_a_time(policy, group_prompts) 
         assert generation.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_tree_and_padded_prefill_sample_the_same_replies(group_prompts, temperature) -> None:
+def test_tree_and_padded_prefill_sample_the_same_replies(group_prompts, temperature, attention) -> None:
     tree = HFPolicy(tiny_model_dir(), prefill="tree")
     padded = HFPolicy(tiny_model_dir(), prefill="padded")
+    for policy in (tree, padded):
+        policy.model.set_attn_implementation(attention)
     for config in (GenerationConfig(max_new_tokens=9, temperature=temperature),
                    GenerationConfig(max_new_tokens=9, temperature=temperature, batch_size=4),
                    GenerationConfig(max_new_tokens=1, temperature=temperature)):
