@@ -14,7 +14,10 @@ Per room type (kitchen, living room, bedroom, bathroom: AI2-THOR FloorPlan range
 Then steps/s of the same workload (G = 8 episodes of 10 random steps on each of 4 games) in 1 and 2 worker processes
 built from constructor arguments only, with ``torch.set_num_threads(1)`` in each. Default run: a few minutes.
 
-    python bench/envs_alfworld.py [games_per_room]
+    python bench/envs_alfworld.py [games_per_room] [--no-memoize-parses] [--rooms-only]
+
+``--no-memoize-parses`` runs the engine with textworld's own grammar, which re-parses every text template on every
+step (``ALFWorldEnv(memoize_parses=False)``), to compare step times; ``--rooms-only`` skips the worker runs.
 
 Data: ``$ALFWORLD_DATA`` / ``~/.cache/alfworld`` when they hold games, else ../shared/data/alfworld's eval archive
 unpacked into a temporary folder.
@@ -173,10 +176,11 @@ def bench_workers(kwargs: dict, task_ids: list[str], workers: int, steps_per_epi
             "cpu_s": [r[2] for r in results], "steps_per_s_one_core_each": steps / busiest_cpu}
 
 
-def main(games_per_room: int = 3) -> dict:
+def main(games_per_room: int = 3, memoize_parses: bool = True, with_workers: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = _data_dir(tmp)
-        kwargs = {"split": "eval_out_of_distribution", "data_dir": data_dir}
+        kwargs = {"split": "eval_out_of_distribution", "data_dir": data_dir, "memoize_parses": memoize_parses}
+        print(f"memoize_parses={memoize_parses}")
         env = ALFWorldEnv(**kwargs)
         textworld_env = ALFWorldEnv(**kwargs, fast_reset=False)
         rooms = _games_by_room(env, games_per_room)
@@ -193,6 +197,8 @@ def main(games_per_room: int = 3) -> dict:
                   f"{row['overhead_pct']:>7.2f}%", flush=True)
         env.close()
         textworld_env.close()
+        if not with_workers:
+            return results
 
         mixed = [ids[0] for ids in rooms.values()]
         results["workers"] = {}
@@ -213,4 +219,6 @@ def main(games_per_room: int = 3) -> dict:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    numbers = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(int(numbers[0]) if numbers else 3, memoize_parses="--no-memoize-parses" not in sys.argv,
+         with_workers="--rooms-only" not in sys.argv)

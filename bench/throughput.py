@@ -3,13 +3,18 @@
 Part 1, generation. Real ReAct prompts of ALFWorld states (Crafting when the ALFWorld games are missing) through
 the real :class:`~agentrl.policy.HFPolicy`, for a realistic small policy (``d256``: Llama, hidden 256, 4 layers,
 a domain BPE tokenizer trained on the env's prompts; the size of the planned CPU default) and the ``tiny-random``
-default (hidden 64, 2 layers, generic 512-token BPE). Four ways to act:
+default (hidden 64, 2 layers, generic 512-token BPE). Ways to act:
 
 * ``generate`` (think=False): free generation, at most ``--gen-tokens`` new tokens (an <action> reply);
 * ``generate-think`` (think=True): free generation, at most ``--think-tokens`` new tokens (<think> + <action>);
 * ``prefill``: free generation of 1 token, i.e. the prompt encoding alone (tokens/s counts prompt tokens);
-* ``score``: admissible-action scoring (one forward over each prompt packed with all its candidates); the
-  ``score-chunk4`` row is the same call with ``batch_size=4`` (4 prompts per forward).
+* ``score``: admissible-action scoring (each prompt packed with all its candidates; ``score_choices``' default
+  chunking: on CPU one prompt per forward since issue 10, all prompts in one forward before); the
+  ``score-chunk4`` row is the same call with ``batch_size=4`` (4 prompts per forward);
+* ``generate-group`` (think=False) and ``generate-group-think``: free generation over the envs of a rollout, step
+  by step, as the trainer calls the policy: 2 tasks x 8 envs playing random admissible moves, so that a group's
+  step-0 prompts are identical and later ones share their instructions and task (``collect_group_states``);
+  batched = one call per step over the first N envs, sequential = one call per env per step.
 
 Batched = one call over N prompts; sequential = N calls of one prompt each, on the same N prompts. The weights are
 random, so replies run to the token budget (the rare end-of-turn token ends one early); tokens/s counts the
@@ -31,7 +36,7 @@ A random policy never wins, and SCPO only runs its scorer on groups with a succe
 the credit assignment of the same trajectories with one winner per group (``credit_probe``: MiniLM loaded once
 per process, ``cold`` includes that load). The ALFWorld config without workers profiles its env calls (cProfile,
 one extra iteration, not in the shares). Last, ALFWorld env steps with and without a memoized parse of
-textworld's text-generation templates (an experiment patched into this process only, then removed).
+textworld's text-generation templates: ``ALFWorldEnv(memoize_parses=False)`` against the default.
 
 Targets (issue 10): batched >= 4x sequential tokens/s at 16 envs; env + credit assignment < 15% of the iteration
 on ALFWorld. Runs at nice >= 5 with one torch thread (models.md threading trap); the machine may be shared, so the
@@ -51,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import cProfile
 import dataclasses
 import functools
@@ -170,6 +174,34 @@ def collect_states(env_name: str, env_args: dict, split: str, tasks: int, steps:
         env.close()
 
 
+def collect_group_states(env_name: str, split: str, tasks: int, group: int, steps: int, seed: int) -> list[list[tuple]]:
+    """What the trainer's policy sees, step by step, in a rollout of ``tasks`` tasks x ``group`` envs: per step, the
+    (observation, info, history) of every env (members of a group play their own random admissible moves, so their
+    prompts are identical at step 0 and diverge after). Episodes that end early are left out of later steps."""
+    from agentrl import envs
+
+    env = envs.make(env_name)
+    try:
+        ids = list(env.unwrapped.task_ids(split))
+        rng = random.Random(seed)
+        per_step: list[list[tuple]] = [[] for _ in range(steps)]
+        for task_id in rng.sample(ids, min(tasks, len(ids))):
+            for _ in range(group):
+                obs, info = env.reset(options={"task_id": task_id})
+                history: list[tuple[str, str]] = []
+                for step in range(steps):
+                    actions = list(info["admissible_actions"])
+                    per_step[step].append((obs, {"admissible_actions": actions}, list(history)))
+                    action = rng.choice(actions)
+                    history.append((obs, action))
+                    obs, _, terminated, truncated, info = env.step(action)
+                    if terminated or truncated:
+                        break
+        return per_step
+    finally:
+        env.close()
+
+
 def messages(states: list[tuple], env_name: str, think: bool) -> list[list[dict]]:
     from agentrl.agents.react import ReActAgent
 
@@ -281,6 +313,62 @@ def bench_generation(model: dict, states: list[tuple], env_name: str, plan: dict
                 print(f"  {model['name']:<5} {name:<15} N={n:<3} batched {b_rate:8.0f} tok/s   sequential "
                       f"{s_rate:8.0f} tok/s   x{b_rate / s_rate:5.2f}   ({row['batched_s']:.2f} s vs "
                       f"{row['sequential_s']:.2f} s; prompts ~{row['mean_prompt_tokens']:.0f} tok)", flush=True)
+    return rows
+
+
+def bench_group_generation(model: dict, per_step: list[list[tuple]], env_name: str, ns: list[int], repeats: int,
+                           modes: list[str], gen_tokens: int, think_tokens: int) -> list[dict]:
+    """Batched vs sequential tokens/s over the steps of a rollout group (:func:`collect_group_states`): batched =
+    one call per step over the first N envs, sequential = N calls of one prompt per step; totals over the steps."""
+    from agentrl.policy import GenerationConfig, HFPolicy
+
+    policy = HFPolicy(model["path"], device="cpu")
+    rows = []
+    for mode in modes:
+        think = mode.endswith("think")
+        prompts = [[policy.render(m) for m in messages(states, env_name, think)] for states in per_step]
+        config = GenerationConfig(max_new_tokens=think_tokens if think else gen_tokens, temperature=1.0)
+        policy.generate(prompts[0][:2], config, seed=0)  # warm-up
+        batched: dict[int, list[tuple[int, float]]] = collections.defaultdict(list)
+        sequential: dict[int, list[tuple[int, float]]] = collections.defaultdict(list)
+        top = max(ns)
+
+        def timed(call: list, seed: int, config: GenerationConfig = config) -> tuple[int, float]:
+            t = time.perf_counter()
+            generations = policy.generate(call, config, seed=seed)
+            return sum(len(g.response_ids) for g in generations), time.perf_counter() - t
+
+        for rep in range(repeats):
+            for kind in (("seq", "batch") if rep % 2 == 0 else ("batch", "seq")):
+                if kind == "seq":  # every env alone; N envs = the first N of each step
+                    per_call = [[timed([p], rep * 10_000 + step * 100 + i) for i, p in enumerate(step_prompts[:top])]
+                                for step, step_prompts in enumerate(prompts)]
+                    for n in ns:
+                        sequential[n].append((sum(k for calls in per_call for k, _ in calls[:n]),
+                                              sum(t for calls in per_call for _, t in calls[:n])))
+                    continue
+                for n in ns:
+                    results = [timed(step_prompts[:n], rep * 10_000 + step * 100 + n)
+                               for step, step_prompts in enumerate(prompts)]
+                    batched[n].append((sum(k for k, _ in results), sum(t for _, t in results)))
+        for n in ns:
+            b_rate = statistics.median(k / t for k, t in batched[n])
+            s_rate = statistics.median(k / t for k, t in sequential[n])
+            firsts = [p[:n] for p in prompts]
+            row = {
+                "model": model["name"], "mode": mode, "n": n, "batched_tok_s": round(b_rate, 1),
+                "sequential_tok_s": round(s_rate, 1), "ratio": round(b_rate / s_rate, 2),
+                "batched_s": round(statistics.median(t for _, t in batched[n]), 3),
+                "sequential_s": round(statistics.median(t for _, t in sequential[n]), 3),
+                "steps": len(prompts), "distinct_prompts_per_step": [len({tuple(p) for p in f}) for f in firsts],
+                "mean_prompt_tokens": round(sum(len(p) for f in firsts for p in f) / sum(len(f) for f in firsts), 1),
+                "max_new_tokens": config.max_new_tokens, "repeats": repeats,
+            }
+            rows.append(row)
+            print(f"  {model['name']:<5} {mode:<21} N={n:<3} batched {b_rate:8.0f} tok/s   sequential "
+                  f"{s_rate:8.0f} tok/s   x{b_rate / s_rate:5.2f}   ({row['batched_s']:.2f} s vs "
+                  f"{row['sequential_s']:.2f} s over {len(prompts)} steps; distinct prompts per step "
+                  f"{row['distinct_prompts_per_step']})", flush=True)
     return rows
 
 
@@ -403,6 +491,7 @@ def profile_env_calls(trainer, iteration: int) -> dict:
     named = {
         "textworld pddl _gather_infos (admissible commands + infos)": ("textworld/envs/pddl/pddl.py", "_gather_infos"),
         "textworld textgen derive (template text)": ("textworld/envs/pddl/textgen/__init__.py", "derive"),
+        "agentrl MemoizedGrammar derive (template text)": ("envs/alfworld/engine.py", "derive"),
         "tatsu parse (templates re-parsed every call)": ("tatsu/contexts.py", "parse"),
         "copy.deepcopy": ("copy.py", "deepcopy"),
         "fast-downward / pddl state (applicable actions)": ("textworld/envs/pddl/logic/__init__.py",
@@ -523,25 +612,14 @@ def run_config(label: str, env_name: str, overrides: dict, *, base_file: Path | 
 
 # --------------------------------------------------------------------------------------------------- experiment
 def textgen_cache_experiment(tasks: int, steps: int) -> dict:
-    """ALFWorld env steps (in this process) with textworld's template parser as is, then memoized (a deep copy of
-    a cached parse per call); checks that observations and admissible actions stay identical. Patch removed after."""
-    from textworld.envs.pddl import textgen
-
+    """ALFWorld env steps (in this process) with textworld's own grammar, which re-parses every text template on
+    every step (``ALFWorldEnv(memoize_parses=False)``), and with the engine's memoized parses (the default); checks
+    that observations and admissible actions stay identical. (Before the memo was built into the engine, this
+    patched ``textgen._parse_and_convert`` in this process; the key in the results kept its name.)"""
     from agentrl import envs
 
-    original = textgen._parse_and_convert
-
-    @functools.lru_cache(maxsize=8192)
-    def parsed(text: str, rule_name: str):
-        return original(text, rule_name=rule_name)
-
-    def memoized(text, rule_name="symbols", trace=False, **kwargs):
-        if trace or kwargs:
-            return original(text, rule_name=rule_name, trace=trace, **kwargs)
-        return copy.deepcopy(parsed(text, rule_name))  # derive() mutates the symbols' contexts
-
-    def play(seed: int) -> tuple[list, float, int]:
-        env = envs.make("alfworld")
+    def play(seed: int, memoize: bool) -> tuple[list, float, int]:
+        env = envs.make("alfworld", memoize_parses=memoize)
         try:
             ids = list(env.unwrapped.task_ids("train"))
             rng, seen, spent, n = random.Random(seed), [], 0.0, 0
@@ -561,19 +639,16 @@ def textgen_cache_experiment(tasks: int, steps: int) -> dict:
 
     runs = {"as_is": [], "memoized": []}
     outputs = {}
-    try:
-        for variant in ("as_is", "memoized", "as_is", "memoized"):  # interleaved against load drift
-            textgen._parse_and_convert = memoized if variant == "memoized" else original
-            seen, spent, n = play(seed=5)
-            runs[variant].append(1000 * spent / n)
-            outputs.setdefault(variant, seen)
-    finally:
-        textgen._parse_and_convert = original
+    for variant in ("as_is", "memoized", "as_is", "memoized"):  # interleaved against load drift
+        seen, spent, n = play(seed=5, memoize=variant == "memoized")
+        runs[variant].append(1000 * spent / n)
+        outputs.setdefault(variant, seen)
     as_is, memo = min(runs["as_is"]), min(runs["memoized"])
     result = {"steps_per_run": len(outputs["as_is"]), "ms_per_step_as_is": [round(x, 1) for x in runs["as_is"]],
               "ms_per_step_memoized": [round(x, 1) for x in runs["memoized"]], "speedup": round(as_is / memo, 2),
-              "identical_observations_and_actions": outputs["as_is"] == outputs["memoized"]}
-    print(f"  ALFWorld env step: {as_is:.1f} ms as is, {memo:.1f} ms with memoized template parsing "
+              "identical_observations_and_actions": outputs["as_is"] == outputs["memoized"],
+              "how": "ALFWorldEnv(memoize_parses=False) vs the default (engine.MemoizedGrammar)"}
+    print(f"  ALFWorld env step: {as_is:.1f} ms with textworld's grammar, {memo:.1f} ms with memoized parses "
           f"(x{result['speedup']:.2f}; identical outputs: {result['identical_observations_and_actions']})", flush=True)
     return result
 
@@ -690,6 +765,13 @@ def main(argv: list[str] | None = None) -> dict:
         plan = {"generate": ns, "score": ns} if args.quick else {
             "generate": ns, "generate-think": [1, 4, 16], "prefill": ns, "score": ns}
         rows = bench_generation(main_model, states, prompt_env, plan, repeats, args.gen_tokens, args.think_tokens)
+        # The same N envs as a rollout sees them: 2 tasks x 8 envs, step by step (identical step-0 prompts in a group).
+        group_split = "eval_out_of_distribution" if prompt_env == "alfworld" else "train"
+        group_steps = collect_group_states(prompt_env, group_split, tasks=2, group=8, steps=3 if args.quick else 4,
+                                           seed=1)
+        group_modes = ["generate-group"] if args.quick else ["generate-group", "generate-group-think"]
+        rows += bench_group_generation(main_model, group_steps, prompt_env, ns[:3], repeats, group_modes,
+                                       args.gen_tokens, args.think_tokens)
         tiny_info = None
         if not args.quick:
             from agentrl.models import save_tiny_model
@@ -746,7 +828,7 @@ def main(argv: list[str] | None = None) -> dict:
                                           measured=args.measured or (1 if args.quick else 2), profile=profile))
             report["phases"]["alfworld"] = configs
             if "experiment" not in args.skip:
-                print("\n== experiment: memoized template parsing in textworld (this process only)", flush=True)
+                print("\n== ALFWorld env steps: textworld's grammar vs the engine's memoized parses", flush=True)
                 report["textgen_cache_experiment"] = textgen_cache_experiment(tasks=2 if args.quick else 3,
                                                                               steps=10 if args.quick else 15)
 

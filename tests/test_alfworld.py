@@ -469,3 +469,87 @@ def test_grounding_leaves_sys_argv_alone(eval_dir, monkeypatch):
         env.reset(options={"task_id": BEDROOM_LOOK})
         env.close()
     assert sys.argv is argv and argv == ["my_training_script.py", "--lr", "1e-6"]
+
+
+# ---------------------------------------------------------------------------------------------------- memoized parses
+def _engine_trajectory(eng, gamefile: str, actions: list[str]) -> list[tuple]:
+    """Everything a step of the wrapped engine returns that the env reads: feedback, admissible commands, won, done."""
+    eng.load(gamefile)
+    state = eng.reset()
+    out = [(state.feedback, list(state["admissible_commands"]), state["won"], False)]
+    for action in actions:
+        state, _score, done = eng.step(action)
+        out.append((state.feedback, list(state["admissible_commands"]), state["won"], done))
+    return out
+
+
+def _symbol_contexts(symbols) -> list:
+    from textworld.envs.pddl import textgen
+
+    out = []
+    for symbol in symbols:
+        out.append(symbol.context)
+        for inner in (getattr(symbol, "expression", None), getattr(symbol, "symbol", None)):
+            if isinstance(inner, textgen.Symbol):
+                out += _symbol_contexts([inner])
+    return out
+
+
+def test_memoized_parses_give_the_same_game_step_by_step(ood_env):
+    """Real games of every task type played by an engine with the parse memo and one with textworld's own grammar
+    (each grounding its own copy of the game): identical feedback, admissible commands, won and done at every
+    step, over the walkthrough (to the win), random admissible moves and an inadmissible command."""
+    from agentrl.envs.alfworld import engine
+
+    task_types = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                  "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+    games = [next(t for t in ood_env.task_ids(OOD) if ood_env.task(t).task_type == kind) for kind in task_types]
+    memo = engine.make_engine(cache=engine.GroundingCache(), memoize_parses=True)
+    plain = engine.make_engine(cache=engine.GroundingCache(), memoize_parses=False)
+    rng = np.random.default_rng(3)
+    hits_before = engine.TEMPLATE_PARSES.hits
+    try:
+        for task_id in games:
+            gamefile = str(ood_env.task(task_id).gamefile)
+            walkthrough = _walkthrough(ood_env, task_id)
+            # Random admissible moves first (chosen on the plain engine's lists), then a restart and the walkthrough.
+            plain.load(gamefile)
+            state = plain.reset()
+            wander = []
+            for _ in range(12):
+                commands = [c for c in state["admissible_commands"] if c != "help"]
+                wander.append(commands[int(rng.integers(len(commands)))])
+                state, _, _ = plain.step(wander[-1])
+            wander.append("fly to the moon")  # inadmissible: "Nothing happens."
+            for actions in (wander, walkthrough):
+                expected = _engine_trajectory(plain, gamefile, actions)
+                got = _engine_trajectory(memo, gamefile, actions)
+                assert got == expected, task_id
+            assert expected[-1][2] is True  # the walkthrough wins
+        assert isinstance(memo.unwrapped._logic.grammar, engine.MemoizedGrammar)
+        assert not isinstance(plain.unwrapped._logic.grammar, engine.MemoizedGrammar)
+        assert engine.TEMPLATE_PARSES.hits > hits_before and engine.QUERY_PARSES.hits > 0
+        # What the memo keeps is never handed out: no derivation ever set a context on a stored symbol.
+        for symbols in engine.TEMPLATE_PARSES._items.values():
+            assert all(context == {} for context in _symbol_contexts(symbols))
+    finally:
+        memo.close()
+        plain.close()
+
+
+def test_parse_memo_is_keyed_by_the_exact_string_and_bounded():
+    from agentrl.envs.alfworld.engine import ParseMemo
+
+    calls = []
+    memo = ParseMemo(lambda text: calls.append(text) or [text.upper()], maxsize=2)
+    assert memo.get("go to {r.name}") == ["GO TO {R.NAME}"] and memo.get("go to {r.name}") == ["GO TO {R.NAME}"]
+    assert memo.get("go to {r.name} ") == ["GO TO {R.NAME} "]  # one space more: another key
+    assert calls == ["go to {r.name}", "go to {r.name} "] and (memo.hits, memo.misses) == (1, 2)
+    memo.get("a")
+    assert len(memo) == 2 and "go to {r.name}" not in memo._items  # least recently used dropped
+
+    class Text(str):
+        pass
+
+    memo.get(Text("a"))  # not a plain str: parsed, never cached under its value
+    assert calls[-1] == "a" and isinstance(calls[-1], Text)

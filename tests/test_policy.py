@@ -6,10 +6,17 @@ import math
 
 import pytest
 import torch
-from tiny_model import build_tiny_model, build_tiny_tokenizer, save_tiny_model, tiny_model_dir
+from tiny_model import (
+    build_tiny_model,
+    build_tiny_tokenizer,
+    save_tiny_model,
+    tiny_model_dir,
+)
 
+from agentrl import policy as policy_module
 from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 from agentrl.policy import (
+    PREFILL_MODES,
     GenerationConfig,
     HFPolicy,
     LoraSettings,
@@ -208,6 +215,121 @@ def test_chunked_generation_keeps_the_order(policy, prompts) -> None:
     assert [g.response_ids for g in whole] == [g.response_ids for g in chunked]
 
 
+# -- prefill: prefix tree without padding (CPU default) against one padded batch --------------------------------
+
+SHARED_INSTRUCTIONS = ("You are an expert agent in a household simulated in text. Give one command at a time, "
+                       "chosen among the admissible actions, inside <action> </action> tags.")
+
+
+@pytest.fixture(scope="module")
+def group_prompts(policy: HFPolicy) -> list[list[int]]:
+    """Prompts as a rollout group makes them: a shared instruction block, identical first-step prompts, histories
+    that diverge at different points, and one prompt that is a strict prefix of another."""
+    def render(*turns: str) -> list[int]:
+        return policy.render([{"role": "user", "content": SHARED_INSTRUCTIONS + " " + " ".join(turns)}])
+
+    step0 = render("Your task is to: put a clean apple in the fridge.")
+    longer = render("Your task is to: put a clean apple in the fridge.", "Step 1: go to cabinet 1.")
+    prompts = [
+        step0, step0, step0,
+        longer,
+        render("Your task is to: put a clean apple in the fridge.", "Step 1: go to cabinet 1.", "Step 2: look."),
+        render("Your task is to: put a clean apple in the fridge.", "Step 1: open fridge 1."),
+        render("Your task is to: examine the alarm clock under the desk lamp."),
+        longer[:-3],  # a strict prefix of `longer`
+        render("x"),
+    ]
+    assert any(longer[:len(p)] == p and p != longer for p in prompts)
+    return prompts
+
+
+def _encoded_tokens(model: torch.nn.Module) -> tuple[list[int], object]:
+    """Counts the input tokens of every forward pass of ``model`` (a hook; remove the returned handle)."""
+    seen: list[int] = []
+    handle = _unwrapped_model(model).model.embed_tokens.register_forward_hook(
+        lambda module, args, output: seen.append(int(args[0].numel())))
+    return seen, handle
+
+
+def _unwrapped_model(model: torch.nn.Module) -> torch.nn.Module:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def test_prefill_modes_are_validated() -> None:
+    assert PREFILL_MODES == ("auto", "tree", "padded")
+    with pytest.raises(ConfigError, match="prefill"):
+        HFPolicy(tiny_model_dir(), prefill="bucketed")
+
+
+def test_tree_prefill_logprobs_equal_a_full_forward_recomputation(policy, group_prompts) -> None:
+    temperature = 0.7
+    config = GenerationConfig(max_new_tokens=10, temperature=temperature)
+    generations = policy.generate(group_prompts, config, seed=5)
+    assert policy._tree_prefill_enabled()  # the CPU default
+    with torch.no_grad():
+        full, _, mask = token_log_probs(policy.model, [g.prompt_ids for g in generations],
+                                        [g.response_ids for g in generations], temperature=temperature)
+    for row, (prompt, generation) in enumerate(zip(group_prompts, generations)):
+        n = len(generation.response_ids)
+        assert generation.prompt_ids == prompt
+        assert mask[row, :n].all() and n == len(generation.logprobs)
+        assert generation.logprobs == pytest.approx(full[row, :n].tolist(), abs=1e-4)
+        assert generation.logprobs == pytest.approx(
+            reference_log_probs(policy, prompt, generation.response_ids, temperature), abs=1e-4)
+
+
+def test_tree_prefill_greedy_equals_one_prompt_at_a_time(policy, group_prompts) -> None:
+    config = GenerationConfig(max_new_tokens=12, temperature=0)
+    together = policy.generate(group_prompts, config)
+    for prompt, generation in zip(group_prompts, together):
+        alone = policy.generate([prompt], config)[0]
+        assert generation.response_ids == alone.response_ids
+        assert generation.truncated == alone.truncated
+        assert generation.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_tree_and_padded_prefill_sample_the_same_replies(group_prompts, temperature, attention) -> None:
+    tree = HFPolicy(tiny_model_dir(), prefill="tree")
+    padded = HFPolicy(tiny_model_dir(), prefill="padded")
+    for policy in (tree, padded):
+        policy.model.set_attn_implementation(attention)
+    for config in (GenerationConfig(max_new_tokens=9, temperature=temperature),
+                   GenerationConfig(max_new_tokens=9, temperature=temperature, batch_size=4),
+                   GenerationConfig(max_new_tokens=1, temperature=temperature)):
+        a = tree.generate(group_prompts, config, seed=7)
+        b = padded.generate(group_prompts, config, seed=7)
+        assert [g.response_ids for g in a] == [g.response_ids for g in b]
+        assert [g.truncated for g in a] == [g.truncated for g in b]
+        for x, y in zip(a, b):
+            assert x.logprobs == pytest.approx(y.logprobs, abs=1e-4)
+
+
+def test_tree_prefill_encodes_shared_prefixes_and_repeated_prompts_once(policy, group_prompts) -> None:
+    seen, handle = _encoded_tokens(policy.model)
+    try:
+        policy.generate(group_prompts, GenerationConfig(max_new_tokens=1, temperature=0))
+        tree_tokens = sum(seen)
+        seen.clear()
+        policy.generate([group_prompts[0]] * 8, GenerationConfig(max_new_tokens=1, temperature=0))
+        repeated = list(seen)
+    finally:
+        handle.remove()
+    distinct = {tuple(p) for p in group_prompts}
+    assert tree_tokens < sum(len(p) for p in distinct) - len(SHARED_INSTRUCTIONS) // 2
+    assert repeated == [len(group_prompts[0])]  # eight identical prompts: one forward pass over one prompt
+
+
+def test_tree_prefill_falls_back_to_padding_for_caches_it_cannot_lay_out(group_prompts, monkeypatch) -> None:
+    policy = HFPolicy(tiny_model_dir())
+    expected = policy.generate(group_prompts, GenerationConfig(max_new_tokens=6, temperature=0))
+    monkeypatch.setattr(policy_module, "_plain_kv", lambda cache: None)
+    fallback = policy.generate(group_prompts, GenerationConfig(max_new_tokens=6, temperature=0))
+    assert policy._tree_prefill_supported is False and not policy._tree_prefill_enabled()
+    assert [g.response_ids for g in fallback] == [g.response_ids for g in expected]
+
+
 # -- admissible-action scoring ---------------------------------------------------------------------------------
 
 CANDIDATES = [["go to cabinet 1", "open fridge 1", "look"], ["take apple 1 from countertop 1", "inventory"],
@@ -277,10 +399,33 @@ def test_packed_scoring_has_gradients(policy, prompts) -> None:
 
 
 def test_batched_scoring_chunks_give_the_same_result(policy, prompts) -> None:
-    whole = policy.score_choices(prompts, CANDIDATES, sample=False)
+    whole = policy.score_choices(prompts, CANDIDATES, sample=False, batch_size=len(prompts))
     chunked = policy.score_choices(prompts, CANDIDATES, sample=False, batch_size=1)
-    for a, b in zip(whole, chunked):
+    default = policy.score_choices(prompts, CANDIDATES, sample=False)  # one prompt per forward on CPU
+    for a, b, c in zip(whole, chunked, default):
         assert a.probs == pytest.approx(b.probs, abs=1e-5)
+        assert c.seq_logliks == pytest.approx(a.seq_logliks, abs=1e-4)
+
+
+def test_scoring_samples_the_same_indices_however_it_is_chunked(policy, prompts) -> None:
+    many, cands = prompts * 3, CANDIDATES * 3
+    reference = policy.score_choices(many, cands, temperature=5.0, seed=9, batch_size=len(many))
+    for batch_size in (None, 1, 2):
+        chunked = policy.score_choices(many, cands, temperature=5.0, seed=9, batch_size=batch_size)
+        assert [c.index for c in chunked] == [c.index for c in reference]
+        for a, b in zip(chunked, reference):
+            assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+
+
+def test_scoring_scores_repeated_prompts_once_across_chunks(policy, prompts) -> None:
+    seen, handle = _encoded_tokens(policy.model)
+    try:
+        choices = policy.score_choices([prompts[0]] * 5 + [prompts[1]], [CANDIDATES[0]] * 5 + [CANDIDATES[1]],
+                                       seed=0, batch_size=1)
+    finally:
+        handle.remove()
+    assert len(seen) == 2 and len(choices) == 6
+    assert all(c.probs == choices[0].probs for c in choices[:5])
 
 
 # -- weights, LoRA, saving -------------------------------------------------------------------------------------

@@ -18,6 +18,16 @@ after it.
 
 The library copy (``fast_downward.load_lib`` dlopens a private copy of ``libdownward.so``, 33 MB) holds the current
 search state, so it stays per env; the grounding (about 7 MB for a kitchen) is shared by every env of the process.
+
+Why memoized parses (:class:`MemoizedGrammar`). After every command, textworld lists the admissible commands by
+deriving each applicable action's command template through its text grammar, and ``derive`` re-parses every
+template string with tatsu (``textgen._parse_and_convert``), as do the grammar's conditions and ``{...|query}``
+symbols (``Rule.parse_conjunctive_query``): about three quarters of a step's time went into re-parsing the same few
+hundred strings. A parse is a pure function of the string, so each is parsed once per process and kept
+(:class:`ParseMemo`, keyed by the exact string, one memo per parser, never handed out: the grammar gets a deep copy
+of the parsed symbols, which ``derive`` mutates, and a new ``Rule`` around the parsed, immutable predicates). The
+derivation itself is textworld 1.7.0's, step for step; ``tests/test_alfworld_parse_memo.py`` plays games with and
+without the memo and compares every observation and admissible command.
 """
 
 from __future__ import annotations
@@ -34,12 +44,175 @@ import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 from textworld.core import EnvInfos, GameState
 from textworld.envs import PddlEnv
+from textworld.envs.pddl import textgen
+from textworld.logic import Rule
+from textworld.utils import check_flag
 
 #: What our env asks the engine for on every step. Planner commands are not requested here: the expert replans only
 #: when the agent leaves its plan (:meth:`ReusablePddlEnv.focused_policy_commands`); replanning every step costs time.
 REQUEST_INFOS: dict[str, Any] = {"won": True, "admissible_commands": True, "extras": ["gamefile"]}
 
 DEFAULT_CACHE_SIZE = 32
+
+#: The textworld release whose grammar derivation :class:`MemoizedGrammar` follows; with another one the engine
+#: keeps textworld's own (unmemoized) grammar.
+MEMO_TEXTWORLD_VERSION = "1.7.0"
+
+
+class ParseMemo:
+    """A thread-safe, bounded memo of one pure parse function: ``text -> parse(text)``.
+
+    Keyed by the exact string (the parser itself is fixed per memo), so a hit is the parse of that very string. The
+    stored values are never given out to code that could change them: see :class:`MemoizedGrammar`.
+    """
+
+    def __init__(self, parse: Any, maxsize: int = 16384):
+        self.parse = parse
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Any:
+        if type(text) is not str:  # a str subclass could compare equal yet parse differently
+            return self.parse(text)
+        with self._lock:
+            value = self._items.get(text, _MISSING)
+            if value is not _MISSING:
+                self._items.move_to_end(text)
+                self.hits += 1
+                return value
+        value = self.parse(text)  # outside the lock: parsing takes milliseconds
+        with self._lock:
+            self.misses += 1
+            self._items[text] = value
+            while len(self._items) > max(1, self.maxsize):
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_MISSING = object()
+
+#: textworld's template parser, bound at import.
+_TEXTWORLD_PARSE = textgen._parse_and_convert
+#: Template strings (``"go to {r.name}"``, ``"#intro#"``, ...) -> textworld's parsed symbol list.
+TEMPLATE_PARSES = ParseMemo(lambda text: _TEXTWORLD_PARSE(text, rule_name="symbols"))
+#: Conjunctive queries (``"in(o, r)"``) -> their parsed predicates (what ``Rule.parse_conjunctive_query`` wraps).
+QUERY_PARSES = ParseMemo(lambda text: tuple(Rule.parse_conjunctive_query(text).preconditions))
+
+
+def _template_symbols(text: str) -> list:
+    """``textgen._parse_and_convert(text, rule_name="symbols")``, memoized: a deep copy of the one parse, since
+    ``derive`` sets every symbol's context."""
+    return copy.deepcopy(TEMPLATE_PARSES.get(text))
+
+
+def _query_rule(expression: str) -> Rule:
+    """``Rule.parse_conjunctive_query(expression)``, memoized: a new ``Rule`` (it carries a private cache) around
+    the parsed predicates (values: hashable, never changed by textworld)."""
+    return Rule("query", QUERY_PARSES.get(expression), [])
+
+
+def _query(expression: str, context: dict) -> list[dict]:
+    """textworld 1.7.0's ``textgen.query`` with the query parse memoized."""
+    rule = _query_rule(expression)
+    contexts = []
+    for mapping in context["state"].all_assignments(rule, context["mapping"]):
+        context_ = textgen.copy_context(context)
+        new_variables = {ph.name: context_["entity_infos"][var.name] for ph, var in mapping.items()}
+        context_["variables"].update(new_variables)
+        context_["mapping"].update(mapping)
+        contexts.append(context_)
+    return contexts
+
+
+def _derive_conditional(symbol: Any) -> list:
+    """textworld 1.7.0's ``ConditionalSymbol.derive`` with the query parse memoized."""
+    if len(symbol.context) == 0:
+        raise ValueError("Empty context")
+    context = textgen.copy_context(symbol.context)
+    contexts = [context]
+    if symbol.given:
+        contexts = _query(symbol.given, context)
+    return [symbol.expression.copy(context) for context in contexts]
+
+
+def _derive_list(symbol: Any) -> list:
+    """textworld 1.7.0's ``ListSymbol.derive()`` with the query parse memoized."""
+    context = symbol.context
+    symbol.symbol.context = context
+    inner = symbol.symbol
+    derivation = _derive_conditional(inner) if isinstance(inner, textgen.ConditionalSymbol) else inner.derive()
+    return textgen.display_list(derivation, context)
+
+
+class MemoizedGrammar(textgen.ContextSensitiveGrammar):
+    """textworld's context-sensitive grammar, deriving exactly as textworld 1.7.0 does but with every template and
+    query parse memoized (module docstring). Shares the production rules of the grammar it wraps (never changed
+    after loading). With ``TW_CSG_TRACE`` or ``TW_CSG_DEBUG`` set, textworld's own code runs (it prints as it
+    parses and derives)."""
+
+    def __init__(self, grammar: textgen.ContextSensitiveGrammar):
+        super().__init__()
+        self._rules = grammar._rules
+
+    def replace(self, start: Any) -> list:
+        rules = self._rules.get(str(start))
+        if not rules:
+            raise textgen.CSGUnknownSymbolError(start)
+        for rule in rules:  # textworld takes the first applicable rule (IndexError if there is none)
+            if not rule.condition or any(True for _ in start.context["state"].all_assignments(
+                    _query_rule(rule.condition), start.context["mapping"])):
+                break
+        else:
+            raise IndexError("list index out of range")
+        symbols = copy.deepcopy(rule.rhs)
+        for symbol in symbols:
+            symbol.context = textgen.copy_context(start.context)
+        return symbols
+
+    def derive(self, start: str, context: dict | None = None) -> str:
+        context = {} if context is None else context
+        if check_flag("TW_CSG_TRACE") or check_flag("TW_CSG_DEBUG"):
+            return textgen.ContextSensitiveGrammar.derive(self, start, context)
+        derivation = _template_symbols(start)[::-1]  # reversed: a derivation stack
+        for symbol in derivation:
+            symbol.context = textgen.copy_context(context)
+        derived = []
+        while derivation:
+            symbol = derivation.pop()
+            if isinstance(symbol, textgen.TerminalSymbol):
+                derived.append(symbol)
+            elif isinstance(symbol, textgen.NonterminalSymbol):
+                derivation += self.replace(symbol)[::-1]
+            elif isinstance(symbol, textgen.ConditionalSymbol):
+                derivation += _derive_conditional(symbol)[::-1]
+            elif isinstance(symbol, textgen.ListSymbol):
+                derivation += _derive_list(symbol)[::-1]
+            elif isinstance(symbol, textgen.EvalSymbol):
+                derivation += symbol.derive()[::-1]
+            else:
+                raise NotImplementedError(f"Unknown symbol: {type(symbol)}")
+        return "".join(map(str, derived))
+
+
+def memoized_logic(logic: Any) -> Any:
+    """A shallow copy of a textworld ``GameLogic`` whose grammar is a :class:`MemoizedGrammar` over the same rules
+    (``logic`` itself unchanged); ``logic`` as is with another textworld release than the one followed."""
+    if textworld.__version__ != MEMO_TEXTWORLD_VERSION or isinstance(logic.grammar, MemoizedGrammar):
+        return logic
+    out = copy.copy(logic)
+    out.grammar = MemoizedGrammar(logic.grammar)
+    return out
 
 
 class Grounding:
@@ -61,6 +234,14 @@ class Grounding:
         self.initial_game_states: dict[tuple, tuple[GameState, dict]] = {}
         self._replan_operators: tuple[str, list[tuple[tuple[str, ...], str]], str] | None = None
         self._entity_ids_by_name: dict[str, str] | None = None
+        self._memoized_logic: Any = None
+
+    @property
+    def memoized_logic(self) -> Any:
+        """:attr:`logic` with a :class:`MemoizedGrammar` (:func:`memoized_logic`), made once."""
+        if self._memoized_logic is None:
+            self._memoized_logic = memoized_logic(self.logic)
+        return self._memoized_logic
 
     @property
     def replan_operators(self) -> tuple[str, list[tuple[tuple[str, ...], str]], str]:
@@ -178,18 +359,24 @@ class ReusablePddlEnv(PddlEnv):
         infos: what to put in each ``GameState`` (textworld's ``EnvInfos``).
         reuse: False gives textworld's own behaviour (translate on every ``load`` and ``reset``), for comparisons.
         cache: where groundings are kept (default: the process-wide :data:`GROUNDINGS`).
+        memoize_parses: derive texts through a :class:`MemoizedGrammar` (default); False keeps textworld's grammar,
+            which re-parses every template on every step (the same texts, slower; for comparisons).
     """
 
-    def __init__(self, infos: EnvInfos | None = None, *, reuse: bool = True, cache: GroundingCache | None = None):
+    def __init__(self, infos: EnvInfos | None = None, *, reuse: bool = True, cache: GroundingCache | None = None,
+                 memoize_parses: bool = True):
         super().__init__(infos)
         self.reuse = reuse
         self.cache = GROUNDINGS if cache is None else cache
+        self.memoize_parses = memoize_parses
         self._grounding: Grounding | None = None
 
     def load(self, filename: str) -> None:
         if not self.reuse:
             with _keeping_sys_argv():
                 super().load(filename)
+            if self.memoize_parses:
+                self._logic = memoized_logic(self._logic)
             return
         with self.cache.lock:
             grounding = self.cache.get(filename)
@@ -201,7 +388,7 @@ class ReusablePddlEnv(PddlEnv):
         self._game_file = filename
         self._game_data = grounding.game_data
         self.walkthrough = grounding.game_data.get("walkthrough")
-        self._logic = grounding.logic
+        self._logic = grounding.memoized_logic if self.memoize_parses else grounding.logic
         self._entity_infos = grounding.entity_infos
         self._pddl_state = None
         self._grounding = grounding
@@ -306,8 +493,9 @@ def _names_in(commands: Sequence[str], names: Iterable[str]) -> set[str]:
     return {name for name in names if f" {name} " in text}
 
 
-def make_engine(*, reuse: bool = True, cache: GroundingCache | None = None) -> Any:
+def make_engine(*, reuse: bool = True, cache: GroundingCache | None = None, memoize_parses: bool = True) -> Any:
     """The wrapped engine our env drives: ``AlfredInfos(AlfredDemangler(ReusablePddlEnv))``, as ``AlfredTWEnv``
     builds it for evaluation (no name shuffling)."""
-    engine = ReusablePddlEnv(textworld.EnvInfos(**REQUEST_INFOS), reuse=reuse, cache=cache)
+    engine = ReusablePddlEnv(textworld.EnvInfos(**REQUEST_INFOS), reuse=reuse, cache=cache,
+                             memoize_parses=memoize_parses)
     return AlfredInfos(AlfredDemangler(engine, shuffle=False))

@@ -22,6 +22,8 @@ verl-agent wraps ``AlfredTWEnv`` (environments.md §6, algorithms.md §1.2, §1.
 * **Fast resets**: each game is translated and grounded once per process; later resets of it restart from the
   saved initial state (:class:`~agentrl.envs.alfworld.engine.ReusablePddlEnv`): a few ms instead of about a
   second (``bench/envs_alfworld.py``).
+* **Fast steps**: textworld's text templates and grammar queries are parsed once per process, not on every step
+  (:class:`~agentrl.envs.alfworld.engine.MemoizedGrammar`), with the same observations and admissible commands.
 
 Build it anywhere from its constructor arguments alone (they are plain values), for example in worker processes.
 """
@@ -66,6 +68,9 @@ class ALFWorldEnv(TextEnv):
             reset, as textworld does; only useful to compare.
         grounding_cache_size: how many grounded games a process keeps (shared by its envs; the largest size asked
             for wins). A kitchen takes about 7 MB.
+        memoize_parses: parse each of textworld's text templates and queries once per process instead of on every
+            step (default; :class:`~agentrl.envs.alfworld.engine.MemoizedGrammar`: the same texts, steps about
+            twice as fast). False keeps textworld's own grammar; only useful to compare.
     """
 
     splits: ClassVar[tuple[str, ...]] = tuple(SPLIT_FOLDERS)
@@ -87,6 +92,7 @@ class ALFWorldEnv(TextEnv):
         anchor: str = "observation",
         fast_reset: bool = True,
         grounding_cache_size: int | None = None,
+        memoize_parses: bool = True,
     ):
         super().__init__(split=split, max_steps=max_steps, expert=expert, render_mode=render_mode)
         if anchor not in ANCHORS:
@@ -101,6 +107,7 @@ class ALFWorldEnv(TextEnv):
         self.anchor = anchor
         self.fast_reset = fast_reset
         self.grounding_cache_size = grounding_cache_size
+        self.memoize_parses = memoize_parses
         # Per split, filled when first asked: an eval-only run never scans the 3553 train games.
         self._tasks: dict[str, dict[str, ALFWorldTask]] = {}
         self._ids: dict[str, tuple[str, ...]] = {}
@@ -166,7 +173,7 @@ class ALFWorldEnv(TextEnv):
 
         if self.grounding_cache_size is not None:
             engine.GROUNDINGS.maxsize = max(engine.GROUNDINGS.maxsize, int(self.grounding_cache_size))
-        return engine.make_engine(reuse=self.fast_reset)
+        return engine.make_engine(reuse=self.fast_reset, memoize_parses=self.memoize_parses)
 
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
         if self._engine is None:

@@ -5,16 +5,18 @@ it never imports environments or agents.
 
 :class:`HFPolicy` is the default backend (Hugging Face ``transformers``). It offers two ways to act:
 
-* :meth:`HFPolicy.generate` — free generation. Prompts are left-padded into one batch and decoded token by token
-  with a KV cache under ``torch.inference_mode``. Each reply comes back as the sampled token ids (kept exactly as
-  sampled; the learner trains on these ids, never on a re-tokenization of the text), the decoded text and one
-  log-probability per token.
+* :meth:`HFPolicy.generate` — free generation. The prompts are encoded (on CPU each distinct prompt on its own,
+  without padding, and a prefix that several share once: :data:`PREFILL_MODES`), their KV caches laid out
+  left-padded side by side in a preallocated cache, and the batch is decoded token by token under
+  ``torch.inference_mode``. Each reply comes back as the sampled token ids (kept exactly as sampled; the learner
+  trains on these ids, never on a re-tokenization of the text), the decoded text and one log-probability per
+  token.
 * :meth:`HFPolicy.score_choices` — admissible-action scoring. For each prompt, every candidate reply string is
-  scored by its sequence log-likelihood in one batched forward (each prompt is packed with all its candidates
-  into one row under a block attention mask, so the prompt is encoded once); the policy is the softmax of
-  these log-likelihoods divided by a temperature, and an index is sampled from it. The learner recomputes
-  exactly this distribution with the current weights (:func:`choice_log_probs`), so the PPO ratio compares like
-  with like.
+  scored by its sequence log-likelihood in a forward pass (each prompt is packed with all its candidates into one
+  row under a block attention mask, so the prompt is encoded once; one prompt per forward on CPU, where that is
+  fastest, and identical prompts once); the policy is the softmax of these log-likelihoods divided by a
+  temperature, and an index is sampled from it. The learner recomputes exactly this distribution with the current
+  weights (:func:`choice_log_probs`), so the PPO ratio compares like with like.
 
 Which log-probability is reported
     For generation with temperature ``T > 0`` every token's log-probability is ``log_softmax(logits / T)`` at the
@@ -53,6 +55,7 @@ import torch
 from agentrl.errors import ConfigError, MissingDataError
 
 __all__ = [
+    "PREFILL_MODES",
     "Choice",
     "Generation",
     "GenerationConfig",
@@ -472,6 +475,243 @@ def _filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Prefill and KV cache for generation
+# ----------------------------------------------------------------------------------------------------------------
+
+PREFILL_MODES = ("auto", "tree", "padded")
+"""How :meth:`HFPolicy.generate` encodes a batch of prompts (``HFPolicy(prefill=...)``):
+
+* ``"tree"``: each distinct prompt is encoded on its own, without padding (so attention keeps its causal fast
+  path), and a segment that several prompts share (a group's identical first-step prompt, a common instruction
+  block, a shared history) is encoded once, through a prefix tree of the prompts. The caches are then laid out
+  left-padded side by side and only the decoding steps are batched. Best where one forward is compute-bound (CPU).
+* ``"padded"``: one forward over the left-padded batch (fewer, larger kernels: best on a GPU).
+* ``"auto"``: ``"tree"`` on CPU, ``"padded"`` elsewhere.
+
+Both give the same log-probabilities up to float rounding (the test suite checks them against a full forward).
+"""
+
+#: A segment shared by k prompts becomes its own forward pass when it saves at least this many token encodings,
+#: (k - 1) * length: a forward pass has a fixed cost (about 2 ms for a small model on one CPU thread).
+_MIN_SHARED_TOKENS = 32
+
+
+def _plain_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Each layer's (keys, values), ``(batch, heads, length, head_dim)``, when ``cache`` is a transformers cache made
+    of plain full-attention layers (``DynamicLayer``, transformers >= 4.56); else None (sliding windows, linear
+    attention, older transformers: the caller falls back to the padded path)."""
+    try:
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:  # transformers < 4.56
+        return None
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer or not layer.is_initialized for layer in layers):
+        return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def _cache_holding(kv: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A ``DynamicCache`` over these tensors, not copied: a forward on it concatenates into new tensors and leaves
+    them untouched, so one prefix can be continued several times."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    layers = []
+    for keys, values in kv:
+        layer = DynamicLayer()
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+        layers.append(layer)
+    cache = DynamicCache()
+    cache.layers = layers
+    return cache
+
+
+_PREALLOCATED_LAYER: type | None = None
+
+
+def _preallocated_layer_class() -> type:
+    """``DynamicLayer`` with preallocated room (built on first use: transformers is imported lazily)."""
+    global _PREALLOCATED_LAYER
+    if _PREALLOCATED_LAYER is None:
+        from transformers.cache_utils import DynamicLayer
+
+        class PreallocatedLayer(DynamicLayer):
+            """Keys and values in buffers with room for the whole reply: ``update`` writes the new positions in
+            place and returns a view, where ``DynamicLayer`` concatenates, i.e. copies the whole cache on every
+            decoding step (most of a small model's step time at batch 16 and 600 positions)."""
+
+            def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int):
+                super().__init__()
+                self.device = keys.device
+                self.is_initialized = True
+                self._buffers = (keys, values)
+                self._length = length
+                self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+
+            def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+                       **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+                keys, values = self._buffers
+                start, end = self._length, self._length + key_states.shape[-2]
+                if end > keys.shape[-2]:  # out of room (not reached by generate): grow
+                    room = max(end, 2 * keys.shape[-2])
+                    keys = torch.cat([keys, keys.new_zeros((*keys.shape[:2], room - keys.shape[-2], keys.shape[-1]))], 2)
+                    values = torch.cat([values, values.new_zeros(
+                        (*values.shape[:2], room - values.shape[-2], values.shape[-1]))], 2)
+                    self._buffers = (keys, values)
+                keys[:, :, start:end] = key_states
+                values[:, :, start:end] = value_states
+                self._length = end
+                self.keys, self.values = keys[:, :, :end], values[:, :, :end]
+                return self.keys, self.values
+
+            def _reindex(self, index: torch.Tensor) -> None:
+                keys, values = self._buffers
+                self._buffers = (keys[index], values[index])
+                self.keys, self.values = self._buffers[0][:, :, :self._length], self._buffers[1][:, :, :self._length]
+
+            def batch_select_indices(self, indices: torch.Tensor) -> None:
+                self._reindex(indices)
+
+            def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+                self._reindex(beam_idx)
+
+            def batch_repeat_interleave(self, repeats: int) -> None:
+                self._reindex(torch.arange(self._buffers[0].shape[0], device=self.device).repeat_interleave(repeats))
+
+            def crop(self, tokens_to_remove: int) -> None:
+                raise NotImplementedError("agentrl's preallocated generation cache cannot be cropped")
+
+        _PREALLOCATED_LAYER = PreallocatedLayer
+    return _PREALLOCATED_LAYER
+
+
+def _preallocated_cache(buffers: Sequence[tuple[torch.Tensor, torch.Tensor]], length: int) -> Any:
+    from transformers.cache_utils import DynamicCache
+
+    layer_class = _preallocated_layer_class()
+    cache = DynamicCache()
+    cache.layers = [layer_class(keys, values, length) for keys, values in buffers]
+    return cache
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    n = start
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _tree_prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]], room: int,
+                  min_shared: int = _MIN_SHARED_TOKENS) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor] | None:
+    """Encode ``prompts`` through a prefix tree (``PREFILL_MODES``, ``"tree"``); None if the model's cache is not
+    made of plain layers (then nothing was computed beyond one forward pass).
+
+    Returns ``(last_logits, cache, attention_mask, next_positions)`` for decoding: the last prompt position's
+    logits ``(batch, vocab)`` in float32; a preallocated cache with the prompts left-padded to the longest and
+    ``room`` more positions; the attention mask ``(batch, width + room)`` (1 on prompt tokens; the decoder sets the
+    later columns); each row's next position id ``(batch, 1)``.
+    """
+    device = next(model.parameters()).device
+    batch, width = len(prompts), max(len(p) for p in prompts)
+    rows_of: dict[tuple[int, ...], list[int]] = {}
+    for row, prompt in enumerate(prompts):
+        rows_of.setdefault(tuple(int(t) for t in prompt), []).append(row)
+    unique = sorted(rows_of)  # lexicographic: prompts sharing a prefix are contiguous, a prefix before its extensions
+
+    state: dict[str, Any] = {}
+
+    def encode(prompt: tuple[int, ...], start: int, end: int, kv: Any) -> tuple[Any, torch.Tensor] | None:
+        ids = torch.tensor([prompt[start:end]], dtype=torch.long, device=device)
+        positions = torch.arange(start, end, dtype=torch.long, device=device)[None]
+        logits, cache = _forward(model, ids, None, positions, cache=None if kv is None else _cache_holding(kv),
+                                 logits_to_keep=1, use_cache=True)
+        new_kv = _plain_kv(cache)
+        if new_kv is None:
+            return None
+        return new_kv, logits[0, -1].float()
+
+    def emit(prompt: tuple[int, ...], kv: Any, logits: torch.Tensor) -> None:
+        if "buffers" not in state:
+            state["buffers"] = [(k.new_zeros((batch, k.shape[1], width + room, k.shape[3])),
+                                 v.new_zeros((batch, v.shape[1], width + room, v.shape[3]))) for k, v in kv]
+            state["logits"] = logits.new_zeros((batch, logits.shape[-1]))
+        n = len(prompt)
+        for row in rows_of[prompt]:
+            for (keys, values), (k, v) in zip(state["buffers"], kv):
+                keys[row, :, width - n:width] = k[0]
+                values[row, :, width - n:width] = v[0]
+            state["logits"][row] = logits
+
+    # Depth-first over the tree: (lo, hi, depth, kv, logits): unique[lo:hi] share their first `depth` tokens,
+    # whose cache is kv (None at the root) and whose last position's logits are `logits`.
+    stack: list[tuple[int, int, int, Any, Any]] = [(0, len(unique), 0, None, None)]
+    while stack:
+        lo, hi, depth, kv, logits = stack.pop()
+        while lo < hi and len(unique[lo]) == depth:  # a prompt that ends here (sorted first)
+            emit(unique[lo], kv, logits)
+            lo += 1
+        if lo == hi:
+            continue
+        if hi - lo == 1:  # a leaf: the rest of one prompt
+            prompt = unique[lo]
+            encoded = encode(prompt, depth, len(prompt), kv)
+            if encoded is None:
+                return None
+            emit(prompt, *encoded)
+            continue
+        shared = _common_prefix(unique[lo], unique[hi - 1], depth)  # = the range's common prefix (sorted)
+        if (hi - lo - 1) * (shared - depth) >= min_shared:
+            encoded = encode(unique[lo], depth, shared, kv)
+            if encoded is None:
+                return None
+            stack.append((lo, hi, shared, *encoded))
+            continue
+        # Too little in common: split the range by the token after the common prefix (a prompt ending there goes
+        # alone); each part then looks for its own longer common prefix from `depth`.
+        parts: list[tuple[int, int]] = []
+        start = lo
+        for i in range(lo + 1, hi + 1):
+            if i == hi or _branch(unique[i], shared) != _branch(unique[start], shared):
+                parts.append((start, i))
+                start = i
+        for part_lo, part_hi in reversed(parts):
+            stack.append((part_lo, part_hi, depth, kv, logits))
+
+    mask = torch.zeros((batch, width + room), dtype=torch.long, device=device)
+    lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
+    mask[:, :width] = (torch.arange(width, device=device)[None] >= width - lengths[:, None]).long()
+    return state["logits"], _preallocated_cache(state["buffers"], width), mask, lengths[:, None]
+
+
+def _branch(prompt: Sequence[int], at: int) -> int:
+    """The token at position ``at``, or -1 where the prompt ends before it."""
+    return int(prompt[at]) if at < len(prompt) else -1
+
+
+def _padded_prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]], room: int,
+                    pad_id: int) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+    """One forward over the left-padded batch (``PREFILL_MODES``, ``"padded"``); returns as :func:`_tree_prefill`.
+    The cache is moved into a preallocated one where it is made of plain layers."""
+    device = next(model.parameters()).device
+    input_ids, attention_mask = _left_pad(prompts, pad_id, device)
+    positions = _positions(attention_mask)
+    logits, cache = _forward(model, input_ids, attention_mask, positions, logits_to_keep=1, use_cache=True)
+    width = input_ids.shape[1]
+    kv = _plain_kv(cache)
+    if kv is not None:
+        buffers = []
+        for k, v in kv:
+            keys = k.new_zeros((*k.shape[:2], width + room, k.shape[3]))
+            values = v.new_zeros((*v.shape[:2], width + room, v.shape[3]))
+            keys[:, :, :width], values[:, :, :width] = k, v
+            buffers.append((keys, values))
+        cache = _preallocated_cache(buffers, width)
+    mask = torch.cat([attention_mask, attention_mask.new_zeros((attention_mask.shape[0], room))], dim=1)
+    return logits[:, -1].float(), cache, mask, positions[:, -1:] + 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The Hugging Face policy
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -533,13 +773,19 @@ class HFPolicy:
     (its base model is read from ``adapter_config.json``; pass ``base_model=`` to override), or a loaded
     ``PreTrainedModel`` (then ``tokenizer`` is required). Loading never uses the network (``local_files_only``).
     ``dtype="auto"`` loads float32 master weights; ``"checkpoint"`` keeps the checkpoint's dtype. ``lora`` wraps
-    the model in a fresh ``peft`` LoRA adapter; only the adapter is then trainable.
+    the model in a fresh ``peft`` LoRA adapter; only the adapter is then trainable. ``prefill`` chooses how
+    :meth:`generate` encodes its prompts (:data:`PREFILL_MODES`; ``"auto"``: a prefix tree without padding on CPU,
+    one padded batch elsewhere).
     """
 
     def __init__(self, model: str | os.PathLike | torch.nn.Module, tokenizer: Any = None, *,
                  device: str | torch.device = "cpu", dtype: str | torch.dtype = "auto",
                  lora: LoraSettings | None = None, trust_remote_code: bool = False,
-                 base_model: str | os.PathLike | None = None) -> None:
+                 base_model: str | os.PathLike | None = None, prefill: str = "auto") -> None:
+        if prefill not in PREFILL_MODES:
+            raise ConfigError(f"unknown prefill mode {prefill!r}; use one of {', '.join(PREFILL_MODES)}")
+        self.prefill = prefill
+        self._tree_prefill_supported: bool | None = None
         self.device = _resolve_device(device)
         torch_dtype = _resolve_dtype(dtype)
         if isinstance(model, torch.nn.Module):
@@ -658,7 +904,10 @@ class HFPolicy:
 
     def generate(self, prompts: list[list[int]], config: GenerationConfig | None = None,
                  seed: int | None = None) -> list[Generation]:
-        """Sample one reply per prompt (batched, left-padded, KV cache, ``torch.inference_mode``).
+        """Sample one reply per prompt (batched decoding over a KV cache, ``torch.inference_mode``).
+
+        The prompts are encoded as :data:`PREFILL_MODES` says (on CPU: each distinct prompt without padding, shared
+        prefixes once), then decoded together, left-padded, one token per step for the whole chunk.
 
         ``seed`` fixes the sampling noise for this call (the result then depends on the prompts and on how they
         were chunked); without it, the noise is drawn from PyTorch's global generator, so ``torch.manual_seed``
@@ -701,21 +950,32 @@ class HFPolicy:
         generator.manual_seed(int(seed))
         return generator
 
+    def _tree_prefill_enabled(self) -> bool:
+        if self._tree_prefill_supported is False:
+            return False
+        return self.prefill == "tree" or (self.prefill == "auto" and self.device.type == "cpu")
+
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], config: GenerationConfig, stop_ids: torch.Tensor,
                         generator: torch.Generator) -> list[tuple[list[int], list[float], bool]]:
         batch = len(prompts)
-        input_ids, attention_mask = _left_pad(prompts, self.pad_token_id, self.device)
-        positions = _positions(attention_mask)
-        logits, cache = _forward(self.model, input_ids, attention_mask, positions, logits_to_keep=1, use_cache=True)
-        next_positions = positions[:, -1:] + 1
+        room = config.max_new_tokens - 1  # the last sampled token is never fed back
+        prefilled = None
+        if self._tree_prefill_enabled():
+            prefilled = _tree_prefill(self.model, prompts, room)
+            if prefilled is None:  # the model's cache is not made of plain layers: padded from now on
+                self._tree_prefill_supported = False
+        if prefilled is None:
+            prefilled = _padded_prefill(self.model, prompts, room, self.pad_token_id)
+        logits, cache, attention_mask, next_positions = prefilled
+        width = attention_mask.shape[1] - room
 
         tokens = torch.full((batch, config.max_new_tokens), self.pad_token_id, dtype=torch.long, device=self.device)
         logprobs = torch.zeros((batch, config.max_new_tokens), dtype=torch.float32, device=self.device)
         lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
         for step in range(config.max_new_tokens):
-            token, token_logprob = self._sample(logits[:, -1].float(), config, generator)
+            token, token_logprob = self._sample(logits, config, generator)
             token = token.masked_fill(finished, self.pad_token_id)
             tokens[:, step] = token
             logprobs[:, step] = token_logprob
@@ -723,8 +983,10 @@ class HFPolicy:
             finished |= torch.isin(token, stop_ids)
             if step == config.max_new_tokens - 1 or bool(finished.all()):
                 break
-            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-            logits, cache = _forward(self.model, token[:, None], attention_mask, next_positions, cache=cache)
+            attention_mask[:, width + step] = 1
+            logits, cache = _forward(self.model, token[:, None], attention_mask[:, :width + step + 1], next_positions,
+                                     cache=cache)
+            logits = logits[:, -1].float()
             next_positions = next_positions + 1
 
         tokens_list, logprobs_list = tokens.tolist(), logprobs.tolist()
@@ -767,7 +1029,8 @@ class HFPolicy:
         end-of-turn token, so the score is that of the complete reply ("go to cabinet 1" does not get the credit
         of "go to cabinet 10"). The policy over a prompt's candidates is ``softmax(seq_logliks / temperature)``;
         the index is sampled from it (``sample=True`` and ``temperature > 0``) or taken as the argmax.
-        ``batch_size`` bounds how many prompts share one forward pass.
+        ``batch_size`` bounds how many distinct prompts share one forward pass (default: one on CPU, where that
+        is fastest; all of them elsewhere); identical prompts with identical candidates are scored once.
         """
         if len(prompts) != len(choices):
             raise ValueError(f"{len(prompts)} prompts but {len(choices)} candidate lists")
@@ -778,32 +1041,36 @@ class HFPolicy:
         choice_ids = [[self.choice_token_ids(text, append_eos=append_eos) for text in cands] for cands in choices]
         prompts = [[int(t) for t in p] for p in prompts]
         generator = self._generator(seed)
-        step = batch_size or len(prompts)
+        # Identical prompts with identical candidates (a group's first step) are scored once, across the call.
+        unique: dict[tuple, int] = {}
+        slots = [unique.setdefault((tuple(prompts[r]), tuple(map(tuple, choice_ids[r]))), r)
+                 for r in range(len(prompts))]
+        firsts = list(dict.fromkeys(slots))
+        # On CPU one prompt per forward is about twice as fast as one packed call over all (no padding to the
+        # longest row, a small block mask); the numbers are the same up to float rounding.
+        step = batch_size or (1 if self.device.type == "cpu" else len(firsts))
         results: list[Choice] = []
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode():
-                for start in range(0, len(prompts), step):
-                    # Identical prompts with identical candidates (a group's first step) are scored once.
-                    unique: dict[tuple, int] = {}
-                    rows = range(start, min(start + step, len(prompts)))
-                    slots = [unique.setdefault((tuple(prompts[r]), tuple(map(tuple, choice_ids[r]))), r) for r in rows]
-                    firsts = list(dict.fromkeys(slots))
-                    log_policy, seq_logliks = choice_log_probs(self.model, [prompts[r] for r in firsts],
-                                                               [choice_ids[r] for r in firsts],
+                computed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+                for start in range(0, len(firsts), step):
+                    part = firsts[start:start + step]
+                    log_policy, seq_logliks = choice_log_probs(self.model, [prompts[r] for r in part],
+                                                               [choice_ids[r] for r in part],
                                                                temperature=temperature, pad_id=self.pad_token_id)
-                    computed = {r: (lp, sl) for r, lp, sl in zip(firsts, log_policy, seq_logliks)}
-                    for row, first in zip(rows, slots):
-                        logp, seq = computed[first]
-                        if sample and temperature > 0:
-                            index = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
-                        else:
-                            index = int(logp.argmax().item())
-                        results.append(Choice(index=index, text=choices[row][index],
-                                              response_ids=list(choice_ids[row][index]), logprob=float(logp[index]),
-                                              choice_ids=choice_ids[row], probs=logp.exp().tolist(),
-                                              seq_logliks=seq.tolist(), prompt_ids=prompts[row]))
+                    computed.update({r: (lp, sl) for r, lp, sl in zip(part, log_policy, seq_logliks)})
+                for row, first in enumerate(slots):
+                    logp, seq = computed[first]
+                    if sample and temperature > 0:
+                        index = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
+                    else:
+                        index = int(logp.argmax().item())
+                    results.append(Choice(index=index, text=choices[row][index],
+                                          response_ids=list(choice_ids[row][index]), logprob=float(logp[index]),
+                                          choice_ids=choice_ids[row], probs=logp.exp().tolist(),
+                                          seq_logliks=seq.tolist(), prompt_ids=prompts[row]))
         finally:
             self.model.train(was_training)
         return results
