@@ -28,7 +28,6 @@ sharding is not implemented; for models that do not fit one GPU with their optim
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,10 +204,7 @@ class DistributedLearner(Learner):
         if bad_total > 0 or weight_total == 0:
             self.optimizer.zero_grad(set_to_none=True)
             return None, float("nan")
-        max_norm = config.grad_clip if config.grad_clip is not None else math.inf
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, max_norm))
-        if not math.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
+        grad_norm = self._clip_and_step()
+        if grad_norm is None:
             return None, float("nan")
-        self.optimizer.step()
         return {key: (value / weight_total, weight_total) for key, value in zip(LOSS_STATS, stat_sums)}, grad_norm

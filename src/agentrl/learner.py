@@ -556,13 +556,21 @@ class Learner:
             for key, value in stats.items():
                 previous, weight = collected.get(key, (0.0, 0.0))
                 collected[key] = (previous + value * micro_tokens, weight + micro_tokens)
-        max_norm = config.grad_clip if config.grad_clip is not None else math.inf
+        grad_norm = self._clip_and_step()
+        if grad_norm is None:
+            return None, float("nan")
+        return {key: (value / weight, weight) for key, (value, weight) in collected.items()}, grad_norm
+
+    def _clip_and_step(self) -> float | None:
+        """Clip the accumulated gradients and step; ``None`` (gradients dropped, no step) when their norm is not
+        finite. Returns the pre-clipping norm."""
+        max_norm = self.config.grad_clip if self.config.grad_clip is not None else math.inf
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, max_norm))
         if not math.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
-            return None, float("nan")
+            return None
         self.optimizer.step()
-        return {key: (value / weight, weight) for key, (value, weight) in collected.items()}, grad_norm
+        return grad_norm
 
     # -- checkpointing ---------------------------------------------------------------------------------------
 
