@@ -67,6 +67,7 @@ def warm_start(args: argparse.Namespace, env_args: dict) -> tuple[Path, dict]:
     """The base model and its SFT warm start, built once per setting (shared across algos)."""
     keys = ("seed", "vocab", "hidden", "layers", "sft_tasks", "sft_epochs", "sft_lr", "max_steps", "max_plan_length")
     setting = {k: getattr(args, k) for k in keys}
+    setting["sft_batches"] = "random"  # not length-bucketed (see agentrl.sft.sft); part of the cache key
     tag = hashlib.sha1(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:10]
     root = args.out / f"warm-{tag}"
     info_path = root / "sft.json"
@@ -103,6 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sft-epochs", type=int, default=3)
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--tasks-per-iteration", type=int, default=4)
+    parser.add_argument("--train-tasks", type=int, default=None,
+                        help="train on the first N train tasks only (env.train_tasks); with N = --tasks-per-iteration "
+                             "every iteration attempts the same tasks, so train success is comparable across iterations")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=4)
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
               flush=True)
     config = build_config(None, {
         "env.name": "crafting", "env.args": env_args, "env.eval_split": "eval_in_distribution",
+        "env.train_tasks": args.train_tasks,
         "algo.name": args.algo, "model.path": str(sft_path),
         "agent.mode": "score", "agent.think": False,
         "rollout.tasks_per_iteration": args.tasks_per_iteration, "rollout.group_size": args.group_size,

@@ -133,3 +133,25 @@ def test_scoring_mode_needs_admissible_actions(tmp_path):
                     run_dir=tmp_path / "r").train()
     finally:
         envs.registration.ENVS._items.pop("freeform", None)
+
+
+def test_train_tasks_fixes_the_training_set(tmp_path):
+    from agentrl import envs
+
+    first_three = list(envs.make("crafting").unwrapped.task_ids("train"))[:3]
+    trainer = Trainer(small_config("grpo", "score", 2, **{"env.train_tasks": 3, "rollout.tasks_per_iteration": 3,
+                                                         "rollout.group_size": 1, "run.eval_every": 0}),
+                      run_dir=tmp_path / "run")
+    attempted = []
+    rollouts = trainer._rollouts
+
+    def recording(tasks, *args, **kwargs):
+        attempted.append(sorted(tasks))
+        return rollouts(tasks, *args, **kwargs)
+
+    trainer._rollouts = recording
+    trainer.train()
+    # Every iteration attempts exactly the first three train tasks (drawn without replacement from the pool of 3).
+    assert attempted == [sorted(first_three)] * 2
+    with pytest.raises(ConfigError, match="env.train_tasks"):
+        small_config("grpo", "score", 1, **{"env.train_tasks": 0})

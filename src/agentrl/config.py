@@ -29,6 +29,7 @@ class EnvSection:
     args: dict[str, Any] = field(default_factory=dict)  #: constructor arguments (e.g. data_dir, max_steps)
     train_split: str | None = None  #: default: the env's first split
     eval_split: str | None = None  #: default: the env's last split
+    train_tasks: int | None = None  #: train on the first N tasks of the train split only (None: all of them)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class TrainConfig:
         checks = [
             (self.rollout.tasks_per_iteration >= 1, "rollout.tasks_per_iteration must be >= 1"),
             (self.rollout.group_size >= 1, "rollout.group_size must be >= 1"),
+            (self.env.train_tasks is None or self.env.train_tasks >= 1, "env.train_tasks must be >= 1 (or unset)"),
             (self.rollout.workers >= 0, "rollout.workers must be >= 0"),
             (self.run.iterations >= 0, "run.iterations must be >= 0"),
             (self.run.save_every >= 1, "run.save_every must be >= 1"),

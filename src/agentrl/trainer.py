@@ -182,6 +182,8 @@ class Trainer:
 
         (self.train_split, self.train_tasks), (self.eval_split, self.eval_tasks) = _split_tasks(
             cfg.env.name, cfg.env.args, [(cfg.env.train_split, False), (cfg.env.eval_split, True)])
+        if cfg.env.train_tasks is not None:  # a fixed training set (verl-agent's train_data_size)
+            self.train_tasks = self.train_tasks[: cfg.env.train_tasks]
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
                                 history_length=cfg.agent.history_length, think=cfg.agent.think)
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
