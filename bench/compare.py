@@ -13,8 +13,9 @@ only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer
 
 Presets (CPU-sized budgets; ``--iterations`` etc. override):
 
-- ``crafting``: the built-in long-horizon env, short tasks (``max_plan_length=5``), starting from the SFT warm start
-  of ``bench/learning.py`` (the same model for every algorithm, built once and cached);
+- ``crafting``: the built-in long-horizon env with ``bench/learning.py``'s recipe and defaults: short tasks
+  (``max_plan_length=5``), its SFT warm start (the same model for every algorithm, built once and cached), a fixed
+  training set of 8 tasks × group 8 per iteration, 10 iterations, eval on 100 held-out tasks;
 - ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``), evaluated on the first
   ``--eval-episodes`` valid_unseen games;
 - ``webshop``: WebShop from the embedded default policy.
@@ -50,12 +51,7 @@ SCPO_DIAGNOSTICS = ("algo/failed_steps_credited_frac", "algo/failed_steps_in_mix
 PRESETS: dict[str, dict[str, Any]] = {
     "crafting": {
         "model": "learning-warm-start",
-        "config": {"env.name": "crafting", "env.args": {"max_plan_length": 5, "max_steps": 10},
-                   "env.eval_split": "eval_in_distribution", "agent.mode": "score", "agent.think": False,
-                   "rollout.tasks_per_iteration": 8, "rollout.group_size": 8, "rollout.workers": 0,
-                   "learner.lr": 5e-5, "learner.kl_coef": 0.0, "learner.skip_zero_advantage": True,
-                   "learner.mini_batch_size": 64, "learner.micro_batch_size": 16},
-        "iterations": 10, "eval_every": 5, "eval_episodes": 100,
+        "config": "bench/learning.py",  # its recipe: warm start, fixed training set, budget (rl_overrides)
     },
     "alfworld": {
         "model": "agentrl-tiny",
@@ -77,17 +73,26 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def starting_model(preset: dict[str, Any], seed: int) -> str:
-    """The policy every algorithm starts from (built once for the crafting preset)."""
-    if preset["model"] != "learning-warm-start":
-        return preset["model"]
+def _learning():
     sys.path.insert(0, str(HERE))
     import learning
 
-    args = learning.parse_args([])  # bench/learning.py's defaults: the same warm start as its curve
-    env_args = {"max_steps": args.max_steps, "max_plan_length": args.max_plan_length}
-    path, _ = learning.warm_start(args, env_args)
-    return str(path)
+    return learning
+
+
+def starting_point(env_name: str) -> tuple[str, dict[str, Any], float | None]:
+    """The policy every algorithm starts from, the shared config overrides, and the policy's eval success if known.
+
+    The crafting preset is bench/learning.py's recipe with its defaults (its SFT warm start, built once and cached,
+    and its RL settings), so that this comparison and the learning curve measure the same thing."""
+    preset = PRESETS[env_name]
+    if preset["model"] != "learning-warm-start":
+        return preset["model"], {**preset["config"], "run.iterations": preset["iterations"],
+                                 "run.eval_every": preset["eval_every"], "run.eval_episodes": preset["eval_episodes"]}, None
+    learning = _learning()
+    args = learning.parse_args([])
+    path, sft = learning.warm_start(args, learning.env_args_of(args))
+    return str(path), learning.rl_overrides(args, path), sft.get("eval_success")
 
 
 def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_root: Path) -> dict[str, Any]:
@@ -101,12 +106,12 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     done = run_dir / "result.json"
     if done.is_file():
         return json.loads(done.read_text())
-    preset = PRESETS[env_name]
-    iterations = args.iterations or preset["iterations"]
+    model, shared, start_success = starting_point(env_name)
+    iterations = args.iterations or shared["run.iterations"]
     overrides = {
-        **preset["config"], "algo.name": algo, "model.path": starting_model(preset, seed),
-        "run.iterations": iterations, "run.eval_every": args.eval_every or preset["eval_every"],
-        "run.eval_episodes": args.eval_episodes or preset["eval_episodes"], "run.seed": seed,
+        **shared, "algo.name": algo, "model.path": model,
+        "run.iterations": iterations, "run.eval_every": args.eval_every or shared["run.eval_every"],
+        "run.eval_episodes": args.eval_episodes or shared["run.eval_episodes"], "run.seed": seed,
         "run.save_every": iterations, "run.torch_threads": 1,
     }
     if algo.startswith("scpo") and args.scorer:
@@ -123,6 +128,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     last = evals[-1] if evals else {}
     row = {
         "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": time.perf_counter() - t0,
+        "start_eval_success": start_success,
         "train_success": [r.get("train/success") for r in history],
         "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
         "final_eval_success": last.get("eval/success"),
@@ -141,20 +147,27 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per (env, algo): final eval success mean ± std over seeds, and per task type."""
     table: dict[str, dict[str, Any]] = {}
     for row in rows:
-        cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": []})
+        cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
+                                                                "conflict_before": [], "conflict_after": [],
+                                                                "start": row.get("start_eval_success")})
         if row["final_eval_success"] is not None:
             cell["final"].append(row["final_eval_success"])
         for task_type, value in row["final_eval_by_type"].items():
             cell["by_type"].setdefault(task_type, []).append(value)
         credited = [d.get("algo/failed_steps_credited_frac") for d in row["scpo_diagnostics"]]
         cell["credited"] += [c for c in credited if c is not None]
+        for when in ("before", "after"):
+            rates = [d.get(f"algo/conflict_rate_{when}") for d in row["scpo_diagnostics"]]
+            cell[f"conflict_{when}"] += [r for r in rates if r is not None]
     for cell in table.values():
         values = cell["final"]
         cell["mean"] = statistics.mean(values) if values else None
         cell["std"] = statistics.stdev(values) if len(values) > 1 else 0.0 if values else None
         cell["seeds"] = len(values)
         cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
-        cell["credited_mean"] = statistics.mean(cell.pop("credited")) if cell.get("credited") else None
+        for key in ("credited", "conflict_before", "conflict_after"):
+            values = cell.pop(key)
+            cell[f"{key}_mean"] = statistics.mean(values) if values else None
     return table
 
 
@@ -192,17 +205,20 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
 
 
 def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str) -> None:
-    header = ("| env | algorithm | seeds | final eval success (mean ± std) | per task type | "
-              "SCPO: failed steps credited | minutes per run |")
-    lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|"]
+    header = ("| env | algorithm | seeds | start | final eval success (mean ± std) | per task type | "
+              "SCPO: failed steps credited | SCPO: conflict rate before → after | minutes per run |")
+    lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|---|---|"]
     for key, cell in sorted(table.items()):
         env_name, algo = key.split("/")
         minutes = [r["seconds"] / 60 for r in rows if r["env"] == env_name and r["algo"] == algo]
         mean = "–" if cell["mean"] is None else f"{cell['mean']:.1f} ± {cell['std']:.1f}"
         by_type = ", ".join(f"{t} {v:.0f}" for t, v in sorted(cell["by_type"].items())) or "–"
         credited = "–" if cell["credited_mean"] is None else f"{100 * cell['credited_mean']:.1f}%"
-        lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {mean} | {by_type} | {credited} | "
-                     f"{statistics.mean(minutes):.1f} |")
+        conflict = ("–" if cell["conflict_before_mean"] is None else
+                    f"{100 * cell['conflict_before_mean']:.1f}% → {100 * cell['conflict_after_mean']:.1f}%")
+        start = "–" if cell["start"] is None else f"{cell['start']:.1f}"
+        lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {start} | {mean} | {by_type} | {credited} | "
+                     f"{conflict} | {statistics.mean(minutes):.1f} |")
     block = "\n".join(lines)
     begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
     text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"

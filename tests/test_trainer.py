@@ -93,6 +93,16 @@ def test_evaluate_model_reports_per_task_type():
     assert summary["All"]["n"] == 3 and report.split == "eval_out_of_distribution"
 
 
+def test_evaluate_model_attempts_each_task_several_times():
+    report = evaluate_model("crafting", str(tiny_model_dir()), episodes=2, attempts=3, mode="score", think=False,
+                            temperature=1.0, env_args={"max_steps": 3})
+    ids = [e.task_id for e in report.episodes]
+    assert len(ids) == 6 and len(set(ids)) == 2 and all(ids.count(i) == 3 for i in ids)
+    assert report.by_type()["All"]["n"] == 6
+    with pytest.raises(ConfigError, match="attempts"):
+        evaluate_model("crafting", str(tiny_model_dir()), episodes=1, attempts=0)
+
+
 def test_cli_train_then_resume(tmp_path, agentrl_cli):
     run_dir = tmp_path / "cli-run"
     common = ["--env", "crafting", "--algo", "gigpo", "--model", "tiny-random", "--run-dir", str(run_dir),

@@ -173,6 +173,8 @@ def eval_command(
     split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
     episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random agent.")] = 0,
+    attempts: Annotated[int, typer.Option(min=1, help="Episodes per task for --model (several measure a sampling "
+                                          "policy with less noise).")] = 1,
     out: Annotated[Optional[Path], typer.Option(help="Write the report (summary + episodes) as JSON here.")] = None,
     env_args: EnvArgs = None,
 ) -> None:
@@ -188,7 +190,8 @@ def eval_command(
         if mode not in ("generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
         report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
-                                think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"))
+                                think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"),
+                                attempts=attempts)
         _print_report(report, out)
         return
     agents = {"expert": ExpertAgent, "random": lambda: RandomAgent(seed)}

@@ -95,8 +95,13 @@ def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) 
 def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
                    env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
                    think: bool = True, history_length: int = 2, workers: int = 0, seed: int = 0,
-                   generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models") -> EvalReport:
-    """Evaluate a model-driven ReAct agent: one episode per task of ``split`` at ``temperature`` (§1.6: 0.4)."""
+                   generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models",
+                   attempts: int = 1) -> EvalReport:
+    """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
+    ``temperature`` (§1.6: 0.4). Several attempts per task measure a sampling policy's success on a small task set
+    with less noise; the report then holds every episode."""
+    if attempts < 1:
+        raise ConfigError(f"attempts must be >= 1, got {attempts}")
     env_args = dict(env_args or {})
     ((split, task_ids),) = _split_tasks(env, env_args, [(split, True)])
     task_ids = task_ids[:episodes] if episodes is not None else task_ids
@@ -105,7 +110,8 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
     start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
-        batch = collect_rollouts(pool, agent, policy, task_ids, 1, config, mode=mode, seed=seed, group_prefix="eval/")
+        batch = collect_rollouts(pool, agent, policy, task_ids, attempts, config, mode=mode, seed=seed,
+                                 group_prefix="eval/")
     report = report_from_rollouts(batch, env, split, f"model:{model}")
     report.wall_time_s = time.perf_counter() - start
     return report
