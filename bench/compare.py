@@ -4,7 +4,8 @@ For each environment preset and each seed, every algorithm trains the same start
 only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer`. Writes:
 
 - ``bench/results/compare.json``: per (env, algo, seed) the learning curve, the final evaluation (overall and per
-  task type), SCPO's diagnostics per iteration (share of failed steps credited, conflict rate before/after), wall
+  task type), for presets with a fixed training set the start and final policies' success on it (8 tasks × 32
+  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration (share of failed steps credited, conflict rate before/after), wall
   times; and per (env, algo) the final success as mean ± std over seeds;
 - ``docs/results/compare-<env>.png``: train and eval success over iterations, all algorithms on one plot (mean over
   seeds, shaded min-max);
@@ -105,7 +106,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     run_dir = out_root / env_name / f"{algo}-s{seed}"
     done = run_dir / "result.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        return with_train_set_success(json.loads(done.read_text()), run_dir, out_root)
     model, shared, start_success = starting_point(env_name)
     iterations = args.iterations or shared["run.iterations"]
     overrides = {
@@ -140,6 +141,37 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         "config": overrides,
     }
     done.write_text(json.dumps(row, indent=1))
+    return with_train_set_success(row, run_dir, out_root)
+
+
+TRAIN_SET_ATTEMPTS = 32
+
+
+def train_set_success(model: str | Path, config: dict[str, Any], seed: int = 0) -> float:
+    """Success on the fixed training set (``env.train_tasks``), TRAIN_SET_ATTEMPTS attempts per task at T=0.4."""
+    from agentrl.trainer import evaluate_model
+
+    return evaluate_model(
+        config["env.name"], str(model), split="train", episodes=config["env.train_tasks"], attempts=TRAIN_SET_ATTEMPTS,
+        mode=config["agent.mode"], think=config["agent.think"], env_args=config["env.args"],
+        seed=seed).by_type()["All"]["success"]
+
+
+def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -> dict[str, Any]:
+    """Add the start and final policies' training-set success to a finished run of a preset with a fixed training
+    set (measured once, cached in result.json; the start's in ``<env>/start-train-set.json``)."""
+    config = row["config"]
+    if not config.get("env.train_tasks") or "final_train_set_success" in row:
+        return row
+    from agentrl.checkpoint import find_latest
+
+    start_file = out_root / row["env"] / "start-train-set.json"
+    if not start_file.is_file():
+        start_file.write_text(json.dumps({"model": config["model.path"],
+                                          "success": train_set_success(config["model.path"], config)}))
+    row["start_train_set_success"] = json.loads(start_file.read_text())["success"]
+    row["final_train_set_success"] = train_set_success(find_latest(run_dir) / "model", config)
+    (run_dir / "result.json").write_text(json.dumps(row, indent=1))
     return row
 
 
@@ -149,9 +181,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for row in rows:
         cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
                                                                 "conflict_before": [], "conflict_after": [],
+                                                                "train_set": [],
+                                                                "start_train_set": row.get("start_train_set_success"),
                                                                 "start": row.get("start_eval_success")})
         if row["final_eval_success"] is not None:
             cell["final"].append(row["final_eval_success"])
+        if row.get("final_train_set_success") is not None:
+            cell["train_set"].append(row["final_train_set_success"])
         for task_type, value in row["final_eval_by_type"].items():
             cell["by_type"].setdefault(task_type, []).append(value)
         credited = [d.get("algo/failed_steps_credited_frac") for d in row["scpo_diagnostics"]]
@@ -164,6 +200,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         cell["mean"] = statistics.mean(values) if values else None
         cell["std"] = statistics.stdev(values) if len(values) > 1 else 0.0 if values else None
         cell["seeds"] = len(values)
+        train_set = cell.pop("train_set")
+        cell["train_set_mean"] = statistics.mean(train_set) if train_set else None
+        cell["train_set_std"] = statistics.stdev(train_set) if len(train_set) > 1 else 0.0 if train_set else None
         cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
         for key in ("credited", "conflict_before", "conflict_after"):
             values = cell.pop(key)
@@ -205,8 +244,9 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
 
 
 def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str) -> None:
-    header = ("| env | algorithm | seeds | start | final eval success (mean ± std) | per task type | "
-              "SCPO: failed steps credited | SCPO: conflict rate before → after | minutes per run |")
+    header = ("| env | algorithm | seeds | training set: start → final (mean ± std) | held-out eval: start → final "
+              "(mean ± std) | per task type | SCPO: failed steps credited | SCPO: conflict rate before → after | "
+              "minutes per run |")
     lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|---|---|"]
     for key, cell in sorted(table.items()):
         env_name, algo = key.split("/")
@@ -217,8 +257,10 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
         conflict = ("–" if cell["conflict_before_mean"] is None else
                     f"{100 * cell['conflict_before_mean']:.1f}% → {100 * cell['conflict_after_mean']:.1f}%")
         start = "–" if cell["start"] is None else f"{cell['start']:.1f}"
-        lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {start} | {mean} | {by_type} | {credited} | "
-                     f"{conflict} | {statistics.mean(minutes):.1f} |")
+        train_set = ("–" if cell["train_set_mean"] is None else
+                     f"{cell['start_train_set']:.1f} → {cell['train_set_mean']:.1f} ± {cell['train_set_std']:.1f}")
+        lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {train_set} | {start} → {mean} | {by_type} | "
+                     f"{credited} | {conflict} | {statistics.mean(minutes):.1f} |")
     block = "\n".join(lines)
     begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
     text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"

@@ -101,6 +101,18 @@ def test_eval_expert_and_random_write_reports(agentrl_cli, tmp_path):
     assert json.loads(out.read_text())["summary"]["All"]["success"] < 50.0
 
 
+def test_eval_model_with_attempts_shows_progress_and_writes_every_episode(agentrl_cli, tmp_path):
+    from tiny_model import tiny_model_dir
+
+    out = tmp_path / "model.json"
+    result = run(agentrl_cli, "eval", "--env", "crafting", "--model", str(tiny_model_dir()), "--mode", "score",
+                 "--no-think", "--episodes", "2", "--attempts", "3", "-e", "max_steps=3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["summary"]["All"]["n"] == 6 and len({e["task_id"] for e in report["episodes"]}) == 2
+    assert "6/6" in result.stderr  # the progress bar's final count of episodes
+
+
 def test_eval_unknown_agent(agentrl_cli):
     result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "oracle")
     assert result.returncode == 2 and "known: expert, random" in result.stderr

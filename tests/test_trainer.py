@@ -103,6 +103,17 @@ def test_evaluate_model_attempts_each_task_several_times():
         evaluate_model("crafting", str(tiny_model_dir()), episodes=1, attempts=0)
 
 
+def test_evaluate_model_reports_progress_after_every_step():
+    calls = []
+    report = evaluate_model("crafting", str(tiny_model_dir()), episodes=3, mode="score",
+                            think=False, temperature=1.0, env_args={"max_steps": 4},
+                            on_step=lambda done, total, wins: calls.append((done, total, wins)))
+    # One call per batched step: the last step is the longest episode's; done never decreases and ends at total.
+    assert len(calls) == max(e.steps for e in report.episodes)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls) and calls[-1][:2] == (3, 3)
+    assert calls[-1][2] == sum(e.won for e in report.episodes)
+
+
 def test_cli_train_then_resume(tmp_path, agentrl_cli):
     run_dir = tmp_path / "cli-run"
     common = ["--env", "crafting", "--algo", "gigpo", "--model", "tiny-random", "--run-dir", str(run_dir),

@@ -184,14 +184,22 @@ def eval_command(
     from agentrl.agents import ExpertAgent, RandomAgent
     from agentrl.evaluation import evaluate
 
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("success {task.fields[success]:.1f}%"))
     if model is not None:
         from agentrl.trainer import evaluate_model
 
         if mode not in ("generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
-        report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
-                                think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"),
-                                attempts=attempts)
+        with Progress(*columns, console=err_console) as progress:
+            bar = progress.add_task(f"{env} {model}", total=None, success=0.0)
+
+            def advance(done: int, total: int, wins: int) -> None:  # episodes run in lockstep, one update per step
+                progress.update(bar, completed=done, total=total, success=100.0 * wins / max(done, 1))
+
+            report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
+                                    think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"),
+                                    attempts=attempts, on_step=advance)
         _print_report(report, out)
         return
     agents = {"expert": ExpertAgent, "random": lambda: RandomAgent(seed)}
@@ -202,8 +210,7 @@ def eval_command(
     base = environment.unwrapped
     split = split or base.splits[-1]
     n_tasks = len(base.task_ids(split)) if episodes is None else min(episodes, len(base.task_ids(split)))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("success {task.fields[success]:.1f}%"), console=err_console) as progress:
+    with Progress(*columns, console=err_console) as progress:
         bar = progress.add_task(f"{env}/{split} {agent}", total=n_tasks, success=0.0)
         wins: list[bool] = []
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,10 +66,12 @@ def collect_rollouts(
     group_prefix: str = "",
     max_trajectory_tokens: int | None = None,
     generator: Generator | None = None,
+    on_step: Callable[[int, int, int], None] | None = None,
 ) -> RolloutBatch:
     """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed.
 
     ``generator`` replaces ``policy`` for free generation (module docstring); scoring mode always uses ``policy``.
+    ``on_step(episodes_done, episodes_total, wins)`` is called after every batched step (progress display).
     """
     generator = policy if generator is None else generator
     n_slots = len(task_ids) * group_size
@@ -159,6 +162,8 @@ def collect_rollouts(
                 still_active.append(s)
         active = still_active
         step_index += 1
+        if on_step is not None:
+            on_step(n_slots - len(active), n_slots, sum(bool(i.get("won")) for i in final_info.values()))
 
     trajectories = []
     for s in range(n_slots):

@@ -30,6 +30,7 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,10 +97,11 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
                    env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
                    think: bool = True, history_length: int = 2, workers: int = 0, seed: int = 0,
                    generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models",
-                   attempts: int = 1) -> EvalReport:
+                   attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
     """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
     ``temperature`` (§1.6: 0.4). Several attempts per task measure a sampling policy's success on a small task set
-    with less noise; the report then holds every episode."""
+    with less noise; the report then holds every episode. ``on_step(episodes_done, episodes_total, wins)`` reports
+    progress after every batched step."""
     if attempts < 1:
         raise ConfigError(f"attempts must be >= 1, got {attempts}")
     env_args = dict(env_args or {})
@@ -111,7 +113,7 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
         batch = collect_rollouts(pool, agent, policy, task_ids, attempts, config, mode=mode, seed=seed,
-                                 group_prefix="eval/")
+                                 group_prefix="eval/", on_step=on_step)
     report = report_from_rollouts(batch, env, split, f"model:{model}")
     report.wall_time_s = time.perf_counter() - start
     return report
