@@ -217,7 +217,7 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     for algo in ALGOS:
         runs = [r for r in rows if r["env"] == env_name and r["algo"] == algo]
         if not runs:
@@ -227,15 +227,27 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
             x = np.arange(1, train.shape[1] + 1)
             axes[0].plot(x, train.mean(0), label=algo)
             axes[0].fill_between(x, train.min(0), train.max(0), alpha=0.15)
-        evals = [r["eval_success"] for r in runs if r["eval_success"]]
+        # The starting policy's eval (iteration 0) where known, so that each curve starts from the same point.
+        evals = [([(0, r["start_eval_success"])] if r.get("start_eval_success") is not None else []) + r["eval_success"]
+                 for r in runs if r["eval_success"]]
         if evals:
             its = [i for i, _ in evals[0]]
             values = np.array([[v for _, v in e] for e in evals if len(e) == len(its)], dtype=float)
             axes[1].plot(its, values.mean(0), marker="o", label=algo)
+        if algo.startswith("scpo"):  # SCPO's diagnostics over training, mean over seeds
+            for key, style in (("algo/failed_steps_credited_frac", "-"), ("algo/conflict_rate_before", ":"),
+                               ("algo/conflict_rate_after", "--")):
+                series = [[d.get(key) for d in r["scpo_diagnostics"]] for r in runs if r["scpo_diagnostics"]]
+                series = [s for s in series if s and None not in s]
+                if series:
+                    values = 100 * np.array([s[:min(map(len, series))] for s in series], dtype=float)
+                    axes[2].plot(np.arange(1, values.shape[1] + 1), values.mean(0), style,
+                                 label=f"{algo}: {key.removeprefix('algo/')}")
     axes[0].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
     axes[1].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
+    axes[2].set(title="SCPO: failed steps credited, conflict rate before/after", xlabel="iteration", ylabel="%")
     for ax in axes:
-        ax.legend()
+        ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
