@@ -100,6 +100,9 @@ def _learner_rank(rank: int, world: int, port: int, model_dir: str, out_dir: str
         results[name] = run_update(learner, make_samples(len(policy.tokenizer)))
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     nonfinite_on_one_rank(model_dir, os.path.join(out_dir, f"nan{rank}.json"))  # same processes: one spawn
+    # Both ranks done before either tears down: rank 0 hosts the store, and a rank leaving while the other still
+    # talked to it once died with SIGABRT ("terminate called without an active exception") on a loaded machine.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -137,7 +137,12 @@ def test_every_registered_env_passes_check_text_env(entry):
     problem = entry.data_status()
     if problem is not None:
         pytest.skip(f"{entry.alias} data not at its default location: {problem}")
-    check_text_env(envs.make(entry.alias))
+    env = envs.make(entry.alias)
+    base = env.unwrapped
+    empty = [split for split in base.splits if not base.task_ids(split)]
+    if empty:  # e.g. ALFWorld's eval archive unpacked without the train one; check_text_env wants every split
+        pytest.skip(f"{entry.alias} data is partial here: no tasks in {', '.join(empty)}")
+    check_text_env(env)
 
 
 def test_entry_point_plugin_from_an_installed_distribution(tmp_path):
