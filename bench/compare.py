@@ -5,8 +5,9 @@ only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer
 
 - ``bench/results/compare.json``: per (env, algo, seed) the learning curve, the final evaluation (overall and per
   task type), for presets with a fixed training set the start and final policies' success on it (8 tasks × 32
-  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration (share of failed steps credited, conflict rate before/after), wall
-  times; and per (env, algo) the final success as mean ± std over seeds;
+  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration (share of failed
+  steps credited, conflict rate before/after), wall times; and per (env, algo) the final success as mean ± std
+  over seeds;
 - ``docs/results/compare-<env>.png``: train and eval success over iterations, all algorithms on one plot (mean over
   seeds, shaded min-max);
 - ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): the table and the labels
@@ -144,19 +145,6 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     return with_train_set_success(row, run_dir, out_root)
 
 
-TRAIN_SET_ATTEMPTS = 32
-
-
-def train_set_success(model: str | Path, config: dict[str, Any], seed: int = 0) -> float:
-    """Success on the fixed training set (``env.train_tasks``), TRAIN_SET_ATTEMPTS attempts per task at T=0.4."""
-    from agentrl.trainer import evaluate_model
-
-    return evaluate_model(
-        config["env.name"], str(model), split="train", episodes=config["env.train_tasks"], attempts=TRAIN_SET_ATTEMPTS,
-        mode=config["agent.mode"], think=config["agent.think"], env_args=config["env.args"],
-        seed=seed).by_type()["All"]["success"]
-
-
 def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -> dict[str, Any]:
     """Add the start and final policies' training-set success to a finished run of a preset with a fixed training
     set (measured once, cached in result.json; the start's in ``<env>/start-train-set.json``)."""
@@ -165,6 +153,7 @@ def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -
         return row
     from agentrl.checkpoint import find_latest
 
+    train_set_success = _learning().train_set_success  # the one measurement, with bench/learning.py's defaults
     start_file = out_root / row["env"] / "start-train-set.json"
     if not start_file.is_file():
         start_file.write_text(json.dumps({"model": config["model.path"],
@@ -205,8 +194,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         cell["train_set_std"] = statistics.stdev(train_set) if len(train_set) > 1 else 0.0 if train_set else None
         cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
         for key in ("credited", "conflict_before", "conflict_after"):
-            values = cell.pop(key)
-            cell[f"{key}_mean"] = statistics.mean(values) if values else None
+            series = cell.pop(key)
+            cell[f"{key}_mean"] = statistics.mean(series) if series else None
     return table
 
 

@@ -72,6 +72,13 @@ def crafting_corpus(tasks: int = 300, env_args: dict | None = None) -> list[str]
     return lines
 
 
+def held_out_success(model: str | os.PathLike, args: argparse.Namespace) -> float:
+    """Success of ``model`` on the first ``--eval-episodes`` held-out eval_in_distribution tasks (T=0.4)."""
+    return evaluate_model("crafting", str(model), split="eval_in_distribution", episodes=args.eval_episodes,
+                          mode="score", think=False, env_args=env_args_of(args),
+                          seed=args.seed).by_type()["All"]["success"]
+
+
 def warm_start(args: argparse.Namespace, env_args: dict) -> tuple[Path, dict]:
     """The base model and its SFT warm start, built once per setting (shared across algos)."""
     keys = ("seed", "vocab", "hidden", "layers", "sft_tasks", "sft_epochs", "sft_lr", "max_steps", "max_plan_length")
@@ -91,9 +98,7 @@ def warm_start(args: argparse.Namespace, env_args: dict) -> tuple[Path, dict]:
                           on_epoch=lambda e, loss: print(f"sft epoch {e}: loss {loss:.3f}", flush=True))
     sft["seconds"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    sft["eval_success"] = evaluate_model(
-        "crafting", str(root / "sft"), split="eval_in_distribution", episodes=args.eval_episodes, mode="score",
-        think=False, env_args=env_args, seed=args.seed).by_type()["All"]["success"]
+    sft["eval_success"] = held_out_success(root / "sft", args)
     sft["eval_seconds"] = time.perf_counter() - t1
     sft["setting"] = setting
     info_path.write_text(json.dumps(sft, indent=1))
@@ -156,6 +161,15 @@ def rl_overrides(args: argparse.Namespace, start_model: str | os.PathLike) -> di
     }
 
 
+def train_set_success(model: str | os.PathLike, overrides: dict, attempts: int = 32, seed: int = 0) -> float:
+    """Success of ``model`` on the fixed training set of a recipe (``rl_overrides``' ``env.train_tasks`` first train
+    tasks), ``attempts`` episodes per task at the eval temperature: the low-noise before/after of what RL fitted."""
+    return evaluate_model(
+        overrides["env.name"], str(model), split="train", episodes=overrides["env.train_tasks"], attempts=attempts,
+        mode=overrides["agent.mode"], think=overrides["agent.think"], env_args=overrides["env.args"],
+        seed=seed).by_type()["All"]["success"]
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(1)  # models.md threading trap: 2 threads on 2 shared cores run several times slower
@@ -163,9 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     if args.model:  # start from a given policy (e.g. the embedded agentrl-tiny) instead of this script's warm start
         t_eval = time.perf_counter()
-        before = evaluate_model(
-            "crafting", args.model, split="eval_in_distribution", episodes=args.eval_episodes, mode="score",
-            think=False, env_args=env_args, seed=args.seed).by_type()["All"]["success"]
+        before = held_out_success(args.model, args)
         sft_path, sft = args.model, {"eval_success": before, "eval_seconds": time.perf_counter() - t_eval}
         print(f"starting policy {args.model}: eval success {before:.1f}%", flush=True)
     else:
@@ -173,7 +185,8 @@ def main(argv: list[str] | None = None) -> dict:
         before = sft["eval_success"]
         print(f"after SFT ({sft['demonstrations']} demos, {sft['seconds']:.0f} s): eval success {before:.1f}%",
               flush=True)
-    config = build_config(None, rl_overrides(args, sft_path))
+    overrides = rl_overrides(args, sft_path)
+    config = build_config(None, overrides)
     from rich.console import Console
 
     t1 = time.perf_counter()
@@ -183,13 +196,10 @@ def main(argv: list[str] | None = None) -> dict:
     rl_seconds = time.perf_counter() - t1
     train_set = {}
     if args.train_tasks and args.train_set_attempts:
-        # The same tasks RL trained on, many attempts each at the eval temperature: the low-noise before/after.
         from agentrl.checkpoint import find_latest
 
         for name, path in (("start", sft_path), ("final", find_latest(result.run_dir) / "model")):
-            train_set[name] = evaluate_model(
-                "crafting", str(path), split="train", episodes=args.train_tasks, attempts=args.train_set_attempts,
-                mode="score", think=False, env_args=env_args, seed=args.seed).by_type()["All"]["success"]
+            train_set[name] = train_set_success(path, overrides, args.train_set_attempts, args.seed)
     keys = ("iteration", "train/success", "eval/success", "time/iteration", "time/learner")
     curve = [{k: r[k] for k in keys if k in r} for r in result.history]
     evals = [(r["iteration"], r["eval/success"]) for r in result.history if "eval/success" in r]
