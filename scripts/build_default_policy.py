@@ -92,8 +92,10 @@ def _record(demos: list[dict], agent: Any, env_name: str, task_id: str, kind: st
     reply = _reply_for(agent, info, action)
     if reply is None:
         return False
+    # The candidates too: the scoring-mode SFT loss is a softmax over them.
     demos.append({"env": env_name, "task_id": task_id, "kind": kind,
-                  "prompt": agent.messages(0, obs, info)[0]["content"], "reply": reply})
+                  "prompt": agent.messages(0, obs, info)[0]["content"], "reply": reply,
+                  "candidates": agent.candidates(info)})
     return True
 
 
@@ -355,10 +357,15 @@ def build_model(tokenizer: Any, args: argparse.Namespace) -> Any:
 
 
 def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int) -> list[Any]:
+    """Demonstrations with every candidate reply of the state (the scoring loss needs them), expert's marked."""
     from agentrl.sft import Demonstration
 
-    return [Demonstration(policy.render([{"role": "user", "content": d["prompt"]}])[-max_prompt_tokens:],
-                          [policy.choice_token_ids(d["reply"])], 0) for d in demos]
+    rows = []
+    for d in demos:
+        candidates = d.get("candidates") or [d["reply"]]
+        rows.append(Demonstration(policy.render([{"role": "user", "content": d["prompt"]}])[-max_prompt_tokens:],
+                                  [policy.choice_token_ids(c) for c in candidates], candidates.index(d["reply"])))
+    return rows
 
 
 def stage_train(args: argparse.Namespace, work: Path) -> None:
@@ -410,12 +417,12 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
             log(f"train: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
 
     def on_epoch(epoch: int, loss: float) -> None:
-        val = sft_loss(policy, val_demos, mode="generate") if val_demos else float("nan")
+        val = sft_loss(policy, val_demos, mode=args.sft_mode) if val_demos else float("nan")
         history.append({"epoch": epoch + 1, "train_loss": loss, "val_loss": val,
                         "seconds": time.perf_counter() - started})
         log(f"train: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
 
-    sft(policy, train_demos, mode="generate", epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+    sft(policy, train_demos, mode=args.sft_mode, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
         seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step)
     policy.save_pretrained(out)
     report = {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
@@ -429,10 +436,14 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
 # Stage 4: evaluation
 # ----------------------------------------------------------------------------------------------------------------
 
-#: (job name, env, split, episodes (None: all), agent: "score" | "generate" | "random" | "expert")
+#: (job name, env, split, episodes (None: all), agent). Agents: "greedy" (the highest-scoring admissible action,
+#: as the issue's reference numbers were measured), "score" (sampled from the scoring policy at temperature 0.4, as
+#: the trainer evaluates), "generate" (free generation, greedy), "random" and "expert" (scripted).
 EVAL_JOBS = (
+    ("alfworld-unseen-greedy", "alfworld", "eval_out_of_distribution", None, "greedy"),
     ("alfworld-unseen-score", "alfworld", "eval_out_of_distribution", None, "score"),
     ("alfworld-unseen-generate", "alfworld", "eval_out_of_distribution", None, "generate"),
+    ("alfworld-seen-greedy", "alfworld", "eval_in_distribution", None, "greedy"),
     ("alfworld-seen-score", "alfworld", "eval_in_distribution", None, "score"),
     # A random agent plays all 50 steps of every game (engine time, no model): the first 40 games of each split.
     ("alfworld-unseen-random", "alfworld", "eval_out_of_distribution", 40, "random"),
@@ -446,6 +457,8 @@ EVAL_JOBS = (
     ("textworld-score", "textworld", None, 5, "score"),
     ("textworld-random", "textworld", None, 5, "random"),
 )
+#: How each model-driven agent of EVAL_JOBS is run: (agent.mode, temperature).
+MODEL_AGENTS = {"greedy": ("score", 0.0), "score": ("score", 0.4), "generate": ("generate", 0.0)}
 
 
 def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | None, agent: str, model: str,
@@ -460,9 +473,10 @@ def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | No
     from agentrl.trainer import evaluate_model
 
     t0 = time.perf_counter()
-    if agent in ("score", "generate"):
-        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=agent, think=False,
-                                history_length=HISTORY_LENGTH, temperature=0.4, workers=workers, seed=seed)
+    if agent in MODEL_AGENTS:
+        mode, temperature = MODEL_AGENTS[agent]
+        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, think=False,
+                                history_length=HISTORY_LENGTH, temperature=temperature, workers=workers, seed=seed)
     else:
         env = envs.make(env_name, expert=agent == "expert")
         split = split or env.unwrapped.splits[-1]
@@ -503,11 +517,13 @@ def _results_table(rows: dict[str, dict]) -> list[str]:
     """Markdown: ALFWorld success per task type, one line per (split, agent)."""
     types = ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2"]
     lines = ["| split | agent | " + " | ".join(types) + " | All |", "|---|---|" + "---|" * (len(types) + 1)]
-    labels = {"score": "this policy, best admissible action", "generate": "this policy, free generation",
+    labels = {"greedy": "this policy, best admissible action (greedy)",
+              "score": "this policy, admissible action sampled at T=0.4",
+              "generate": "this policy, free generation (greedy)",
               "random": "random admissible action", "expert": "expert (walkthrough + planner)"}
     for split, split_name in (("unseen", "eval_out_of_distribution (valid_unseen)"),
                               ("seen", "eval_in_distribution (valid_seen)")):
-        for agent in ("score", "generate", "random", "expert"):
+        for agent in ("greedy", "score", "generate", "random", "expert"):
             row = rows.get(f"alfworld-{split}-{agent}")
             if row is None:
                 continue
@@ -659,6 +675,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-kinds", default="alfworld/walkthrough", help="demonstration kinds not trained on")
     parser.add_argument("--webshop-demos", type=int, default=400, help="WebShop demonstrations trained on")
     parser.add_argument("--crafting-demos", type=int, default=800, help="Crafting demonstrations trained on")
+    parser.add_argument("--sft-mode", choices=("score", "generate", "both"), default="both",
+                        help="SFT loss (agentrl.sft): choice among the admissible actions, reply tokens, or both")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)

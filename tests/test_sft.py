@@ -44,3 +44,22 @@ def test_generate_mode_sft_and_cli(tmp_path, agentrl_cli):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_both_mode_is_the_sum_of_the_scoring_and_reply_losses_and_lowers_both(tmp_path):
+    from agentrl.sft import sft_loss
+
+    policy = HFPolicy(save_tiny_model(tmp_path / "m", seed=3), device="cpu")
+    demos = collect_demonstrations("crafting", policy, ReActAgent("crafting", think=False), tasks=3,
+                                   max_prompt_tokens=192)
+
+    def losses():  # one demonstration per batch: the per-demonstration sum is then exact
+        return {mode: sft_loss(policy, demos, mode=mode, batch_size=1, bf16=False)
+                for mode in ("score", "generate", "both")}
+
+    before = losses()
+    assert abs(before["both"] - (before["score"] + before["generate"])) < 1e-4
+    sft(policy, demos, mode="both", epochs=3, lr=3e-3, batch_size=8, bf16=False)
+    after = losses()
+    assert after["score"] < before["score"] - 0.1
+    assert after["generate"] < before["generate"] - 0.1

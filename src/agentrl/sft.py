@@ -6,7 +6,11 @@ target is the agent's reply for the expert action, so what SFT teaches is what r
 
 - ``mode="score"``: cross-entropy of the scoring-mode policy, ``-log softmax_a(loglik(reply_a | prompt))`` at the
   expert action, over the admissible actions' candidate replies (the distribution the policy samples from);
-- ``mode="generate"``: token-level negative log-likelihood of the expert reply (``<action>…</action>`` + end of turn).
+- ``mode="generate"``: token-level negative log-likelihood of the expert reply (``<action>…</action>`` + end of turn);
+- ``mode="both"``: the sum of the two, per demonstration (one forward pass), for a policy meant to be driven either
+  way. A small model trained from scratch on ``generate`` alone learns the replies' marginal (on ALFWorld: "go to"
+  the most frequent receptacles) long before it learns to read the observation; the scoring loss compares the
+  expert's action with the other admissible ones in the same state, so its gradient is all about that state.
 """
 
 from __future__ import annotations
@@ -67,17 +71,21 @@ def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *
 
 def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str) -> torch.Tensor:
     prompts = [d.prompt_ids for d in batch]
-    if mode == "score":
-        log_policy, _ = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
-        return -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
+    if mode in ("score", "both"):
+        log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+        loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
+        if mode == "both":  # the same forward pass gives the expert reply's tokens: its per-token NLL
+            loss = loss - torch.stack([s[d.expert_index] / len(d.choice_ids[d.expert_index])
+                                       for s, d in zip(seq_logliks, batch)]).mean()
+        return loss
     targets = [d.choice_ids[d.expert_index] for d in batch]
     logprobs, _, mask = token_log_probs(model, prompts, targets)
     return -(logprobs * mask).sum() / mask.sum()
 
 
 def _check_mode(mode: str, bf16: bool | str) -> None:
-    if mode not in ("score", "generate"):
-        raise AgentRLError(f"sft mode must be 'score' or 'generate', got {mode!r}")
+    if mode not in ("score", "generate", "both"):
+        raise AgentRLError(f"sft mode must be 'score', 'generate' or 'both', got {mode!r}")
     if bf16 not in (True, False, "auto"):
         raise AgentRLError(f"bf16 must be true, false or 'auto', got {bf16!r}")
 
