@@ -22,12 +22,15 @@ Stages:
    - WebShop train goals with its scripted expert, TextWorld games with their walkthroughs (re-planned), and the
      built-in Crafting env with its solver (fewer steps: ALFWorld is what the policy is for).
 2. ``tokenizer``: a byte-level BPE (``tokenizers``) trained on the demonstrations' text, ChatML template.
-3. ``train``: a Llama from config (tied embeddings) trained from scratch by SFT on the action tokens
-   (:func:`agentrl.sft.sft`, ``mode="generate"``), cosine learning rate, validation loss on held-out games.
+3. ``train``: a Llama from config (tied embeddings) trained from scratch by SFT (:func:`agentrl.sft.sft`,
+   ``--sft-mode both``: the choice of the expert's action among the state's admissible ones, plus the reply's
+   tokens; generate-only SFT left the first build choosing "go to" the most frequent receptacles whatever it saw),
+   cosine learning rate, validation loss on held-out games.
 4. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
-   ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``score``) and by
-   free generation (``generate``), at temperature 0.4 as the trainer evaluates; plus WebShop, TextWorld and
-   Crafting, and the random and expert agents for reference.
+   ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``greedy``, as the
+   issue's reference was measured), sampling it at temperature 0.4 as the trainer evaluates (``score``), and by
+   greedy free generation (``generate``); plus WebShop, TextWorld and Crafting, and the random and expert agents
+   for reference.
 5. ``package``: bf16 safetensors, tokenizer and a model card (``README.md`` with the numbers, the data, the build
    time) written to ``--out``.
 """
