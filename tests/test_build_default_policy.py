@@ -1,0 +1,42 @@
+"""scripts/build_default_policy.py: the parts of the build that decide what the policy is trained on."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from agentrl.models import resolve_model
+from agentrl.policy import HFPolicy
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build_default_policy.py"
+
+
+@pytest.fixture(scope="module")
+def build():
+    spec = importlib.util.spec_from_file_location("build_default_policy", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, tmp_path):
+    policy = HFPolicy(resolve_model("tiny-random", tmp_path), device="cpu")
+    candidates = [f"<action>go to shelf {i}</action>" for i in range(30)]
+    demos = [{"prompt": f"You see shelf {k}.", "reply": candidates[k], "candidates": candidates} for k in (0, 17, 29)]
+
+    full = build._demonstrations(policy, demos, 1024)
+    assert [len(d.choice_ids) for d in full] == [30, 30, 30]
+    assert [d.expert_index for d in full] == [0, 17, 29]
+
+    sampled = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
+    position = {tuple(policy.choice_token_ids(c)): i for i, c in enumerate(candidates)}
+    for demo, row in zip(demos, sampled):
+        assert len(row.choice_ids) == 9
+        assert row.choice_ids[row.expert_index] == policy.choice_token_ids(demo["reply"])
+        kept = [position[tuple(ids)] for ids in row.choice_ids]
+        assert kept == sorted(set(kept))  # distinct, in the state's order
+    assert len({tuple(map(tuple, row.choice_ids)) for row in sampled}) == 3  # a fresh draw per state
+    again = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
+    assert [r.choice_ids for r in again] == [r.choice_ids for r in sampled]  # seeded
