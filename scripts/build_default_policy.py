@@ -86,20 +86,16 @@ def alfworld_search_prior(games_root: Path, task_ids: list[str]) -> dict[str, di
     return {obj: dict(counts) for obj, counts in prior.items()}
 
 
-def _reply_for(agent: Any, info: dict, action: str) -> str | None:
-    actions = agent.candidate_actions(info)
-    return agent.candidates(info)[actions.index(action)] if action in actions else None
-
-
 def _record(demos: list[dict], agent: Any, env_name: str, task_id: str, kind: str, obs: str, info: dict,
             action: str) -> bool:
-    reply = _reply_for(agent, info, action)
-    if reply is None:
+    actions = agent.candidate_actions(info)
+    if action not in actions:
         return False
     # The candidates too: the scoring-mode SFT loss is a softmax over them.
+    candidates = agent.candidates(info)
     demos.append({"env": env_name, "task_id": task_id, "kind": kind,
-                  "prompt": agent.messages(0, obs, info)[0]["content"], "reply": reply,
-                  "candidates": agent.candidates(info)})
+                  "prompt": agent.messages(0, obs, info)[0]["content"], "reply": candidates[actions.index(action)],
+                  "candidates": candidates})
     return True
 
 
@@ -422,7 +418,7 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     t0 = time.perf_counter()
     train_demos = _demonstrations(policy, train_rows, args.max_prompt_tokens, args.max_candidates, args.seed)
     val_demos = _demonstrations(policy, val_rows, args.max_prompt_tokens, args.max_candidates, args.seed)
-    tokens = sum(len(d.prompt_ids) + len(d.choice_ids[0]) for d in train_demos)
+    tokens = sum(len(d.prompt_ids) + len(d.choice_ids[d.expert_index]) for d in train_demos)
     log(f"train: {policy.num_parameters() / 1e6:.2f}M parameters; {len(train_demos)} train demos "
         f"({tokens / len(train_demos):.0f} tokens each), {len(val_demos)} validation; {args.epochs} epochs")
     history: list[dict[str, float]] = []
@@ -532,6 +528,11 @@ def stage_eval(args: argparse.Namespace, work: Path) -> None:
 AGENT_SETTINGS = {"think": False, "history_length": HISTORY_LENGTH, "mode": "score"}
 
 
+def _success_cell(cell: dict) -> str:
+    """``12.5% (5/40)`` from an eval report's ``by_type`` entry (success in percent, episode count)."""
+    return f"{cell['success']:.1f}% ({round(cell['success'] * cell['n'] / 100)}/{cell['n']:.0f})"
+
+
 def _results_table(rows: dict[str, dict]) -> list[str]:
     """Markdown: ALFWorld success per task type, one line per (split, agent)."""
     types = ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2"]
@@ -547,11 +548,7 @@ def _results_table(rows: dict[str, dict]) -> list[str]:
             if row is None:
                 continue
             by_type = row["by_type"]
-            cells = []
-            for t in types + ["All"]:
-                cell = by_type.get(t)
-                cells.append(f"{cell['success']:.1f}% ({round(cell['success'] * cell['n'] / 100)}/{cell['n']:.0f})"
-                             if cell else "–")
+            cells = [_success_cell(by_type[t]) if t in by_type else "–" for t in types + ["All"]]
             lines.append(f"| {split_name} | {labels[agent]} | " + " | ".join(cells) + " |")
     return lines
 
@@ -600,8 +597,7 @@ def limitations(rows: dict[str, dict]) -> str:
     for agent in ("greedy", "score", "generate"):
         cell = rows.get(f"alfworld-unseen-{agent}", {}).get("by_type", {}).get("All")
         if cell:
-            measured.append(f"{cell['success']:.1f}% ({round(cell['success'] * cell['n'] / 100)}/{cell['n']:.0f}) "
-                            f"{ways[agent]}")
+            measured.append(f"{_success_cell(cell)} {ways[agent]}")
     summary = f"In closed loop it wins {', '.join(measured)} of the valid_unseen games. " if measured else ""
     return (f"{summary}The issue's first recipe (3.4M parameters, 3.5k steps) reached 31% choosing the best "
             "admissible action and 11% by free generation on 36 of these games. A policy this small imitates; it "
