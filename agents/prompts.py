@@ -6,7 +6,8 @@ Every family follows the structure of verl-agent's prompts, written in our own w
 * **without history** (the first step, ``history_length = 0``, or a history prompt longer than
   ``max_history_chars``): who the agent is, the task (only when the observation does not already state it),
   the current observation, the admissible actions, the closing instruction;
-* **with history**: who the agent is, the task, how many steps were taken, the last k steps as
+* **with history**: who the agent is, the task, how many steps were taken (with the ReAct agent's
+  ``action_memory``, also the env actions of older steps, one line), the last k steps as
   ``[Observation k: '...', Action k: '...']`` lines, the current step number, the current observation, the
   admissible actions, the closing instruction.
 
@@ -47,8 +48,8 @@ HISTORY_TEMPLATE = (
     "{intro}\n"
     "{task_section}"
     "{context_section}"
-    "You have already taken {step_count} step(s). Here are the last {history_length}, each with the observation "
-    "you saw and the action you then took:\n"
+    "You have already taken {step_count} step(s).{earlier_actions_section} Here are the last {history_length}, "
+    "each with the observation you saw and the action you then took:\n"
     "{action_history}\n"
     "You are now at step {current_step}. Your current observation is: {current_observation}\n"
     "{actions_section}\n"
@@ -68,6 +69,15 @@ CLOSING_NO_THINK = (
 )
 
 NO_ACTION_LIST = "No list of admissible actions is given: write the command you want to issue."
+
+
+def _earlier_actions_section(actions: Sequence[str], first_step: int) -> str:
+    """The actions of steps older than the shown history, one clause (empty when there are none)."""
+    if not actions:
+        return ""
+    if len(actions) == 1:
+        return f" Your action at step {first_step} was: {actions[0]}."
+    return f" Your actions at steps {first_step}-{first_step + len(actions) - 1} were: {'; '.join(actions)}."
 
 
 def history_line(step_number: int, observation: str, action: str) -> str:
@@ -152,12 +162,15 @@ class PromptFamily:
         actions_section: str,
         context: str,
         think: bool,
+        earlier_actions: Sequence[str] = (),
+        first_earlier_step: int = 1,
     ) -> str:
         return HISTORY_TEMPLATE.format(
             intro=self.intro,
             task_section=f"Your task is to: {task}\n" if task else "",
             context_section=_context_section(context),
             step_count=step_count,
+            earlier_actions_section=_earlier_actions_section(earlier_actions, first_earlier_step),
             history_length=len(history),
             action_history="\n".join(history),
             current_step=step_count + 1,

@@ -115,6 +115,10 @@ class ReActAgent:
             models, which then answer with the ``<action>`` block only.
         max_history_chars: a history prompt longer than this falls back to the no-history template (13,000, as
             the reference).
+        action_memory: besides the ``history_length`` steps shown in full, the env actions of up to this many
+            older steps, in one line ("Your actions at steps 3-7 were: go to cabinet 1; open cabinet 1; ...").
+            0 (the reference prompt) shows none. A few tokens a step tell a small policy where it has already
+            been, which the last k observations do not (ALFWorld search otherwise revisits receptacles).
         action_projection_tail: characters of the reply's end sent as the action when the ``<action>`` block is
             missing. Default per family: 20 for WebShop, 30 for all others (the reference's ALFWorld value).
     """
@@ -128,6 +132,7 @@ class ReActAgent:
         think: bool = True,
         max_history_chars: int = 13_000,
         action_projection_tail: int | None = None,
+        action_memory: int = 0,
     ):
         if isinstance(env_family, PromptFamily):
             self.family = env_family
@@ -142,6 +147,8 @@ class ReActAgent:
             raise AgentRLError(f"history_length must be an integer >= 0, got {history_length!r}")
         if not isinstance(max_history_chars, int) or max_history_chars <= 0:
             raise AgentRLError(f"max_history_chars must be a positive integer, got {max_history_chars!r}")
+        if not isinstance(action_memory, int) or action_memory < 0:
+            raise AgentRLError(f"action_memory must be an integer >= 0, got {action_memory!r}")
         tail = self.family.projection_tail if action_projection_tail is None else action_projection_tail
         if not isinstance(tail, int) or tail < 0:
             raise AgentRLError(f"action_projection_tail must be an integer >= 0, got {action_projection_tail!r}")
@@ -149,6 +156,7 @@ class ReActAgent:
         self.think = bool(think)
         self.max_history_chars = max_history_chars
         self.action_projection_tail = tail
+        self.action_memory = action_memory
         self._episodes: list[_Episode] = []
 
     @classmethod
@@ -197,6 +205,8 @@ class ReActAgent:
         if episode.steps and self.history_length > 0:
             shown = episode.steps[-self.history_length:]
             first_number = len(episode.steps) - len(shown) + 1
+            older = episode.steps[:first_number - 1]
+            earlier = [action for _, action in older[max(0, len(older) - self.action_memory):]]
             history = [
                 history_line(first_number + i, family.format_observation(obs, task), action)
                 for i, (obs, action) in enumerate(shown)
@@ -213,6 +223,8 @@ class ReActAgent:
                 actions_section=actions_section,
                 context=context,
                 think=self.think,
+                earlier_actions=earlier,
+                first_earlier_step=first_number - len(earlier),
             )
             if len(text) <= self.max_history_chars:
                 return text

@@ -113,6 +113,23 @@ def test_eval_model_with_attempts_shows_progress_and_writes_every_episode(agentr
     assert "6/6" in result.stderr  # the progress bar's final count of episodes
 
 
+def test_eval_model_is_driven_as_its_agentrl_json_recommends_unless_told_otherwise(agentrl_cli, tmp_path):
+    import shutil
+
+    from tiny_model import tiny_model_dir
+
+    model = shutil.copytree(tiny_model_dir(), tmp_path / "model")
+    (model / "agentrl.json").write_text(json.dumps(
+        {"agent": {"think": False, "mode": "score", "history_length": 1, "action_memory": 4}}))
+    args = ("eval", "--env", "crafting", "--model", str(model), "--episodes", "1", "-e", "max_steps=2")
+    result = run(agentrl_cli, *args)
+    assert result.returncode == 0, result.stderr
+    assert "agent: mode score, think off, history_length 1, action_memory 4" in result.stderr
+    result = run(agentrl_cli, *args, "--mode", "generate", "--think")
+    assert result.returncode == 0, result.stderr
+    assert "agent: mode generate, think on, history_length 1" in result.stderr
+
+
 def test_eval_unknown_agent(agentrl_cli):
     result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "oracle")
     assert result.returncode == 2 and "known: expert, random" in result.stderr

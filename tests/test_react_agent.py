@@ -123,6 +123,30 @@ def test_crafting_repeats_the_recipes_once_they_scroll_out(crafting):
     assert "Recipes you know" not in generic.prompt(0, "You gather coal.", info)
 
 
+def test_action_memory_lists_the_actions_older_than_the_history(crafting):
+    obs, info = start(crafting)
+    agent = ReActAgent("crafting", history_length=2, action_memory=3)
+    reference = ReActAgent("crafting", history_length=2)
+    agent.reset(1)
+    reference.reset(1)
+    actions = []
+    for steps in range(1, 7):
+        actions.append(info["expert_action"])
+        reference.record(0, obs, actions[-1])
+        obs, info = play_expert(crafting, agent, 0, obs, info, 1)
+        text, plain = agent.prompt(0, obs, info), reference.prompt(0, obs, info)
+        if steps <= 2:  # everything is still in the history: the reference prompt
+            assert text == plain
+        elif steps == 3:
+            assert f"You have already taken 3 step(s). Your action at step 1 was: {actions[0]}. Here are" in text
+        else:  # at most 3 of the older actions, the most recent ones, in order
+            older = actions[:-2][-3:]
+            first = steps - 2 - len(older) + 1
+            assert (f"Your actions at steps {first}-{steps - 2} were: {'; '.join(older)}. Here are the last 2,"
+                    in text)
+            assert text.replace(f" Your actions at steps {first}-{steps - 2} were: {'; '.join(older)}.", "") == plain
+
+
 def test_history_length_zero_never_shows_history(crafting):
     obs, info = start(crafting)
     agent = ReActAgent("crafting", history_length=0)
@@ -374,7 +398,8 @@ def test_family_for_env_objects_and_for_env(crafting):
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(UnknownNameError, match="unknown prompt family 'alfwrld'"):
         ReActAgent("alfwrld")
-    for kwargs in ({"history_length": -1}, {"max_history_chars": 0}, {"action_projection_tail": -2}):
+    for kwargs in ({"history_length": -1}, {"max_history_chars": 0}, {"action_projection_tail": -2},
+                   {"action_memory": -1}):
         with pytest.raises(AgentRLError):
             ReActAgent("generic", **kwargs)
 

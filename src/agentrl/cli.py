@@ -167,9 +167,11 @@ def eval_command(
     model: Annotated[Optional[str], typer.Option(help="Evaluate a policy instead: a local model folder (e.g. a "
                                                  "checkpoint's model/) or a named offline model.")] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of --model (0: greedy).")] = 0.4,
-    mode: Annotated[str, typer.Option(help="--model acts by 'generate' (free text) or 'score' (best admissible "
-                                      "action by likelihood).")] = "generate",
-    think: Annotated[bool, typer.Option(help="Ask --model for <think> before <action>.")] = True,
+    mode: Annotated[Optional[str], typer.Option(help="--model acts by 'generate' (free text) or 'score' (best "
+                                                "admissible action by likelihood). Default: what the model's "
+                                                "agentrl.json recommends, else 'generate'.")] = None,
+    think: Annotated[Optional[bool], typer.Option(help="Ask --model for <think> before <action>. Default: what the "
+                                                  "model's agentrl.json recommends, else yes.")] = None,
     split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
     episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random agent.")] = 0,
@@ -187,8 +189,18 @@ def eval_command(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("success {task.fields[success]:.1f}%"))
     if model is not None:
+        from agentrl.models import recommended_agent_settings
         from agentrl.trainer import evaluate_model
 
+        # Drive the model as it was trained to be driven (e.g. the embedded policy: no <think>, scoring mode, its
+        # history); what is given on the command line wins.
+        recommended = recommended_agent_settings(model)
+        mode = mode if mode is not None else recommended.get("mode", "generate")
+        think = think if think is not None else recommended.get("think", True)
+        prompt = {key: recommended[key] for key in ("history_length", "action_memory") if key in recommended}
+        err_console.print(f"agent: mode {mode}, think {'on' if think else 'off'}"
+                          + "".join(f", {key} {value}" for key, value in prompt.items()), markup=False,
+                          highlight=False)
         if mode not in ("generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
         with Progress(*columns, console=err_console) as progress:
@@ -198,7 +210,8 @@ def eval_command(
                 progress.update(bar, completed=done, total=total, success=100.0 * wins / max(done, 1))
 
             report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
-                                    think=think, seed=seed, env_args=parse_assignments(env_args, "--env-arg"),
+                                    think=think, **prompt, seed=seed,
+                                    env_args=parse_assignments(env_args, "--env-arg"),
                                     attempts=attempts, on_step=advance)
         _print_report(report, out)
         return

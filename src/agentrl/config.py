@@ -41,6 +41,7 @@ class AlgoSection:
 @dataclass
 class AgentSection:
     history_length: int = 2  #: past (observation, action) steps in the prompt (§1.5)
+    action_memory: int = 0  #: env actions of up to this many older steps, one line in the prompt (0: the reference)
     think: bool = True  #: ask for <think>…</think> before <action>; off for tiny models
     mode: Literal["generate", "score"] = "generate"  #: free generation, or softmax over admissible actions' likelihoods
 
@@ -113,6 +114,7 @@ class TrainConfig:
             (self.run.save_every >= 1, "run.save_every must be >= 1"),
             (self.run.keep_checkpoints >= 1, "run.keep_checkpoints must be >= 1"),
             (self.agent.history_length >= 0, "agent.history_length must be >= 0"),
+            (self.agent.action_memory >= 0, "agent.action_memory must be >= 0"),
             (self.generation.temperature >= 0, "generation.temperature must be >= 0"),
             (0 < self.vllm.gpu_memory_utilization <= 1, "vllm.gpu_memory_utilization must be in (0, 1]"),
             (self.vllm.tensor_parallel_size >= 1, "vllm.tensor_parallel_size must be >= 1"),

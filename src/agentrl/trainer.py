@@ -95,8 +95,9 @@ def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) 
 
 def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
                    env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
-                   think: bool = True, history_length: int = 2, workers: int = 0, seed: int = 0,
-                   generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models",
+                   think: bool = True, history_length: int = 2, action_memory: int = 0, workers: int = 0,
+                   seed: int = 0, generation: GenerationConfig | None = None,
+                   cache_dir: str | Path = "runs/models",
                    attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
     """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
     ``temperature`` (§1.6: 0.4). Several attempts per task measure a sampling policy's success on a small task set
@@ -108,7 +109,8 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     ((split, task_ids),) = _split_tasks(env, env_args, [(split, True)])
     task_ids = task_ids[:episodes] if episodes is not None else task_ids
     policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
-    agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think)
+    agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think,
+                       action_memory=action_memory)
     config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
     start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
@@ -193,7 +195,8 @@ class Trainer:
         if cfg.env.train_tasks is not None:  # a fixed training set (verl-agent's train_data_size)
             self.train_tasks = self.train_tasks[: cfg.env.train_tasks]
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
-                                history_length=cfg.agent.history_length, think=cfg.agent.think)
+                                history_length=cfg.agent.history_length, think=cfg.agent.think,
+                                action_memory=cfg.agent.action_memory)
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
         # (re)written, so a bad name given for an existing run directory leaves that run as it was.
         self.run_dir.mkdir(parents=True, exist_ok=True)
