@@ -10,10 +10,12 @@ how it is made, end to end and seeded; every stage caches its output under ``--w
 
 Stages:
 
-1. ``collect``: expert trajectories of our own environments, rendered exactly as the ReAct agent (no-think mode,
-   history 2) renders them during RL, each step labelled with the expert's action:
+1. ``collect``: expert trajectories of our own environments, rendered exactly as the ReAct agent (``AGENT``:
+   no-think mode, history 2, the actions of 12 older steps) renders them during RL, each step labelled with the
+   expert's action:
 
-   - ALFWorld train games, three kinds of episodes per game: the walkthrough; a *search* episode, in which the
+   - ALFWorld train games, two kinds of episodes per game (three when the walkthrough is trained on, see
+     ``--skip-kinds``): a *search* episode, in which the
      agent first looks for the task's object in the receptacles where that kind of object is most often found in
      the train games (a prior counted from the walkthroughs: information the policy can have, not the game's
      answer), opening closed ones, until the object is in sight, and the engine's planner then takes over from that
@@ -56,7 +58,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
 STAGES = ("collect", "tokenizer", "train", "eval", "package")
-HISTORY_LENGTH = 2
+#: How the ReAct agent prompts the policy, in collection and evaluation alike (the trainer reads it back from
+#: agentrl.json): no <think>, the last 2 steps in full, and the actions of up to 12 older steps in one line, so
+#: that the policy can see which receptacles it has searched already.
+AGENT = {"think": False, "history_length": 2, "action_memory": 12}
 HARMLESS = ("go to ", "open ", "close ", "examine ")
 
 
@@ -163,9 +168,9 @@ def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, i
 
 
 def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
-                           out_path: str, minutes: float | None = None) -> dict[str, Any]:
-    """Worker: demonstrations of ALFWorld games ``task_ids`` (three episodes each) appended to ``out_path``;
-    stops taking games after ``minutes`` when given."""
+                           out_path: str, minutes: float | None = None, walkthroughs: bool = True) -> dict[str, Any]:
+    """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
+    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given."""
     import torch
 
     torch.set_num_threads(1)
@@ -174,10 +179,10 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
     from agentrl import envs
 
     env = envs.make("alfworld", expert=True, max_steps=60)
-    agent = ReActAgent("alfworld", think=False, history_length=HISTORY_LENGTH)
+    agent = ReActAgent("alfworld", **AGENT)
     rng = random.Random(seed)
     stats: Counter = Counter()
-    # Resumable: games already in the file (written whole, after their three episodes) are not played again.
+    # Resumable: games already in the file (written whole, after all their episodes) are not played again.
     done: list[str] = []
     if Path(out_path).is_file():
         with open(out_path) as f:
@@ -192,7 +197,8 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
                 break
             demos: list[dict] = []
             try:
-                stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
+                if walkthroughs:
+                    stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
                 prefix = _alfworld_search_prefix(env, task_id, prior, rng)
                 stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng,
                                                        prefix=prefix)
@@ -219,7 +225,7 @@ def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: 
     from agentrl import envs
 
     env = envs.make(env_name, expert=True, **env_args)
-    agent = ReActAgent(ReActAgent.family_for_env(env_name), think=False, history_length=HISTORY_LENGTH)
+    agent = ReActAgent(ReActAgent.family_for_env(env_name), **AGENT)
     rng = random.Random(seed)
     ids = list(env.unwrapped.task_ids(split))
     rng.shuffle(ids)
@@ -233,6 +239,12 @@ def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: 
             out.writelines(json.dumps(demo) + "\n" for demo in demos)
     env.close()
     return {**stats, "demos": sum(1 for _ in open(out_path))}
+
+
+def _skip_kinds(args: argparse.Namespace) -> set[str]:
+    """The demonstration kinds not trained on (``--skip-kinds``); ALFWorld walkthroughs among them are not even
+    collected."""
+    return {k for k in args.skip_kinds.split(",") if k}
 
 
 def _done_marker(path: Path) -> Path:
@@ -280,7 +292,8 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
     for i in range(args.workers):
         path = demos_dir / f"alfworld-{i}.jsonl"
         jobs.append((path.stem, collect_alfworld_shard,
-                     (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes)))
+                     (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes,
+                      "alfworld/walkthrough" not in _skip_kinds(args))))
     for name, count, detour in (("webshop", args.webshop_goals, 0.1), ("crafting", args.crafting_tasks, 0.1),
                                 ("textworld", args.textworld_games, 0.1)):
         jobs.append((name, collect_simple, (name, {}, "train", count, args.seed, str(demos_dir / f"{name}.jsonl"),
@@ -401,7 +414,7 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     # ALFWorld's walkthrough episodes go straight to where the object is, which the policy cannot know; the search
     # and detour episodes cover the same games with what it can know (and the way back), so by default they are
     # collected (for the record) but not trained on.
-    skip_kinds = {k for k in args.skip_kinds.split(",") if k}
+    skip_kinds = _skip_kinds(args)
     demos = [d for d in load_demos(work) if f"{d['env']}/{d['kind']}" not in skip_kinds]
     rng = random.Random(args.seed)
     caps = {"webshop": args.webshop_demos, "crafting": args.crafting_demos}
@@ -490,8 +503,8 @@ def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | No
     t0 = time.perf_counter()
     if agent in MODEL_AGENTS:
         mode, temperature = MODEL_AGENTS[agent]
-        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, think=False,
-                                history_length=HISTORY_LENGTH, temperature=temperature, workers=workers, seed=seed)
+        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, **AGENT,
+                                temperature=temperature, workers=workers, seed=seed)
     else:
         env = envs.make(env_name, expert=agent == "expert")
         split = split or env.unwrapped.splits[-1]
@@ -525,7 +538,7 @@ def stage_eval(args: argparse.Namespace, work: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 #: How the policy is meant to be driven: written next to the weights (``agentrl.json``) and read by the trainer.
-AGENT_SETTINGS = {"think": False, "history_length": HISTORY_LENGTH, "mode": "score"}
+AGENT_SETTINGS = {**AGENT, "mode": "score"}
 
 
 def _success_cell(cell: dict) -> str:
@@ -601,11 +614,14 @@ def limitations(rows: dict[str, dict]) -> str:
     summary = f"In closed loop it wins {', '.join(measured)} of the valid_unseen games. " if measured else ""
     return (f"{summary}The issue's first recipe (3.4M parameters, 3.5k steps) reached 31% choosing the best "
             "admissible action and 11% by free generation on 36 of these games. A policy this small imitates; it "
-            "does not reason. With two steps of history it cannot remember which receptacles it has already "
-            "searched, so a search that misses the object's usual places repeats itself; it has seen few WebShop "
-            "pages, TextWorld games and Crafting tasks. It makes the main job run end to end on a CPU with a trained "
-            "policy; what to change next is in the issue notes (more epochs, the searched receptacles in the "
-            "prompt).")
+            "does not reason. It was trained only on states the expert's episodes reach (with searches and "
+            "detours), never on the states its own mistakes lead to: after a wrong move (using the desk lamp "
+            "before holding the object, putting the object back) the observation stops changing and the best "
+            "admissible action stays the same, so choosing greedily it repeats that move to the step limit; "
+            "sampling breaks some of those loops. It has seen few WebShop pages, TextWorld games and Crafting "
+            "tasks. It makes the main job run end to end on a CPU with a trained policy; what to change next is in "
+            "the issue notes (states reached by the policy itself labelled by the planner, DAgger-style; more "
+            "epochs).")
 
 
 def _loss_text(train: dict) -> str:
@@ -630,6 +646,8 @@ def model_card(build: dict, rows: dict[str, dict]) -> str:
     epochs = "\n".join(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['val_loss']:.4f} | {e['seconds'] / 60:.1f} |"
                         for e in train["epochs"])
     precision = "bf16 autocast" if train["bf16_autocast"] else "float32 (this CPU has no native bf16)"
+    walkthroughs = any("walk_won" in part for part in build["data"].values())
+    episodes_each = "three episodes each: the walkthrough;" if walkthroughs else "two episodes each:"
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
                             for k, v in build["data"].items())
     return f"""# agentrl-tiny: the embedded default CPU policy
@@ -641,8 +659,9 @@ supervised fine-tuning on expert trajectories of agentrl's own environments. Sto
 model (for example Qwen2.5-1.5B-Instruct).
 
 Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
-{build['agent']['history_length']}, and choosing among the admissible actions by their likelihood
-(`agent.mode: score`); these settings are in `agentrl.json` and the trainer applies them to this model.
+{build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older steps in one
+line (`agent.action_memory`), and choosing among the admissible actions by their likelihood (`agent.mode: score`);
+these settings are in `agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model.
 Free generation (`agent.mode: generate`) works too and is measured below.
 
 ## Results
@@ -654,6 +673,8 @@ and explores with), and free generation of the reply (greedy), whose text must t
 
 {chr(10).join(_results_table(rows))}
 
+The random and expert rows do not depend on the model (scripted agents, seed {build['seed']}); a rebuild reuses them.
+
 | env | split (episodes) | this policy (admissible action sampled at T=0.4) | random admissible action |
 |---|---|---|---|
 {chr(10).join(other)}
@@ -664,7 +685,7 @@ and explores with), and free generation of the reply (greedy), whose text must t
 {build['machine']}, {build['built']}.
 
 Data (one row per part: demonstrations, games or episodes). ALFWorld: {build['alfworld_train_games']} train games,
-three episodes each: the walkthrough; a search episode (visit the receptacles where the task's object is most often
+{episodes_each} a search episode (visit the receptacles where the task's object is most often
 found in the train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a detour
 episode (random harmless actions now and then, every state labelled with the planner's way back). 5% of the games
 are held out for the validation loss.

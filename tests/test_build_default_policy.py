@@ -40,3 +40,26 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
     assert len({tuple(map(tuple, row.choice_ids)) for row in sampled}) == 3  # a fresh draw per state
     again = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
     assert [r.choice_ids for r in again] == [r.choice_ids for r in sampled]  # seeded
+
+
+def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build):
+    """Collection and the shipped agentrl.json use one set of agent settings: the prompts trained on are the
+    prompts the trainer will show (here: older actions listed once the history of 2 scrolls past them)."""
+    import random
+
+    import agentrl.envs as envs
+    from agentrl.agents.react import ReActAgent
+
+    assert build.AGENT_SETTINGS == {**build.AGENT, "mode": "score"} and build.AGENT["action_memory"] > 0
+    env = envs.make("crafting", expert=True)
+    agent = ReActAgent("crafting", **build.AGENT)
+    for task_id in env.unwrapped.task_ids("train"):  # the first task whose expert episode has 4 steps or more
+        episode: list[dict] = []
+        if build._expert_episode(env, agent, "crafting", task_id, "expert", episode, random.Random(0)) \
+                and len(episode) >= 4:
+            break
+    env.close()
+    assert len(episode) >= 4
+    assert "Your action" not in episode[2]["prompt"]  # steps 1-2 are still in the history
+    assert "Your action at step 1 was: " in episode[3]["prompt"]
+    assert all(d["reply"] in d["candidates"] for d in episode)
