@@ -413,7 +413,7 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     policy = HFPolicy(str(base), device="cpu")
     # ALFWorld's walkthrough episodes go straight to where the object is, which the policy cannot know; the search
     # and detour episodes cover the same games with what it can know (and the way back), so by default they are
-    # collected (for the record) but not trained on.
+    # neither collected nor trained on (--skip-kinds).
     skip_kinds = _skip_kinds(args)
     demos = [d for d in load_demos(work) if f"{d['env']}/{d['kind']}" not in skip_kinds]
     rng = random.Random(args.seed)
@@ -673,7 +673,7 @@ and explores with), and free generation of the reply (greedy), whose text must t
 
 {chr(10).join(_results_table(rows))}
 
-The random and expert rows do not depend on the model (scripted agents, seed {build['seed']}); a rebuild reuses them.
+The random and expert rows do not depend on the model (scripted agents, seed {build['seed']}).
 
 | env | split (episodes) | this policy (admissible action sampled at T=0.4) | random admissible action |
 |---|---|---|---|
