@@ -189,28 +189,29 @@ def eval_command(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("success {task.fields[success]:.1f}%"))
     if model is not None:
+        import dataclasses
+
+        from agentrl.config import AgentSection, from_dict
         from agentrl.models import recommended_agent_settings
         from agentrl.trainer import evaluate_model
 
         # Drive the model as it was trained to be driven (e.g. the embedded policy: no <think>, scoring mode, its
-        # history); what is given on the command line wins.
-        recommended = recommended_agent_settings(model)
-        mode = mode if mode is not None else recommended.get("mode", "generate")
-        think = think if think is not None else recommended.get("think", True)
-        prompt = {key: recommended[key] for key in ("history_length", "action_memory") if key in recommended}
-        err_console.print(f"agent: mode {mode}, think {'on' if think else 'off'}"
-                          + "".join(f", {key} {value}" for key, value in prompt.items()), markup=False,
-                          highlight=False)
-        if mode not in ("generate", "score"):
+        # history), as `agentrl train` does; what is given on the command line wins.
+        if mode not in (None, "generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
+        given = {key: value for key, value in (("mode", mode), ("think", think)) if value is not None}
+        settings = from_dict(AgentSection, {**recommended_agent_settings(model), **given}, "agent")
+        err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
+                          f"{settings.history_length}, action_memory {settings.action_memory}", markup=False,
+                          highlight=False)
         with Progress(*columns, console=err_console) as progress:
             bar = progress.add_task(f"{env} {model}", total=None, success=0.0)
 
             def advance(done: int, total: int, wins: int) -> None:  # episodes run in lockstep, one update per step
                 progress.update(bar, completed=done, total=total, success=100.0 * wins / max(done, 1))
 
-            report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature, mode=mode,
-                                    think=think, **prompt, seed=seed,
+            report = evaluate_model(env, model, split=split, episodes=episodes, temperature=temperature,
+                                    **dataclasses.asdict(settings), seed=seed,
                                     env_args=parse_assignments(env_args, "--env-arg"),
                                     attempts=attempts, on_step=advance)
         _print_report(report, out)
