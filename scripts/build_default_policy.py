@@ -1,10 +1,10 @@
-"""Build agentrl's embedded default CPU policy: demonstrations → domain tokenizer → small Llama → SFT → eval.
+"""Build agentrl's embedded default CPU policy: demonstrations → tokenizer → small Llama → SFT → DAgger → eval.
 
 The policy ``agentrl-tiny`` ships inside the package (``src/agentrl/assets/policies/tiny/``) so that
 ``agentrl train --env alfworld --algo scpo`` runs and learns on a laptop with no model hub (models.md). This script is
 how it is made, end to end and seeded; every stage caches its output under ``--work`` so a rerun resumes::
 
-    python scripts/build_default_policy.py                       # all stages (about 3 hours on 2 cores)
+    python scripts/build_default_policy.py                       # all stages (about 4 hours on 2 cores)
     python scripts/build_default_policy.py --stages collect      # one stage
     python scripts/build_default_policy.py --stages eval --eval-jobs alfworld-unseen-greedy
 
@@ -29,13 +29,17 @@ Stages:
    tokens; generate-only SFT left the first build choosing "go to" the most frequent receptacles whatever it saw),
    the choice made among the expert's action and 8 others drawn at random (``--max-candidates 9``: a third of the
    cost of all ~30), one epoch, cosine learning rate, validation loss on held-out games.
-4. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
+4. ``dagger``: DAgger (Ross et al. 2011), ``--dagger-rounds`` rounds: the policy plays the ALFWorld train games
+   itself (once greedily, once sampled at T=0.4), every state it reaches is labelled with the planner's action, and
+   it is fine-tuned on those rows plus a replay of the demonstrations above. SFT alone taught only the states the
+   expert reaches; after one wrong move the SFT policy repeated it to the step limit.
+5. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
    ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``greedy``, as the
    issue's reference was measured), sampling it at temperature 0.4 as the trainer evaluates (``score``), and by
    greedy free generation (``generate``); plus WebShop, TextWorld and Crafting, and the random and expert agents
    for reference.
-5. ``package``: bf16 safetensors, tokenizer and a model card (``README.md`` with the numbers, the data, the build
-   time) written to ``--out``.
+6. ``package``: the final policy as bf16 safetensors, tokenizer and a model card (``README.md`` with the numbers,
+   the data, the build time) written to ``--out``.
 """
 
 from __future__ import annotations
@@ -50,14 +54,14 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
-STAGES = ("collect", "tokenizer", "train", "eval", "package")
+STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package")
 #: How the ReAct agent prompts the policy, in collection and evaluation alike (the trainer reads it back from
 #: agentrl.json): no <think>, the last 2 steps in full, and the actions of up to 12 older steps in one line, so
 #: that the policy can see which receptacles it has searched already.
@@ -167,22 +171,19 @@ def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, i
     return actions
 
 
-def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
-                           out_path: str, minutes: float | None = None, walkthroughs: bool = True) -> dict[str, Any]:
-    """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
-    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given."""
-    import torch
-
-    torch.set_num_threads(1)
+def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
+                    play: Callable[[Any, Any, int, str, list[dict], Counter], None]) -> dict[str, Any]:
+    """The loop of an ALFWorld collection worker: ``play(env, agent, index, task_id, demos, stats)`` for each game,
+    its demonstrations appended to ``out_path`` when the game is done. Resumable: games already in the file
+    (written whole) are not played again. A game the engine cannot play is skipped and counted; no game is started
+    after ``minutes``. Returns the stats with the games used."""
     from agentrl.agents.react import ReActAgent
 
     from agentrl import envs
 
     env = envs.make("alfworld", expert=True, max_steps=60)
     agent = ReActAgent("alfworld", **AGENT)
-    rng = random.Random(seed)
     stats: Counter = Counter()
-    # Resumable: games already in the file (written whole, after all their episodes) are not played again.
     done: list[str] = []
     if Path(out_path).is_file():
         with open(out_path) as f:
@@ -190,31 +191,44 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
     games_used: list[str] = list(done)
     start = time.perf_counter()
     with open(out_path, "a") as out:
-        for task_id in task_ids:
+        for index, task_id in enumerate(task_ids):
             if task_id in done:
                 continue
             if minutes is not None and time.perf_counter() - start > 60 * minutes:
                 break
             demos: list[dict] = []
             try:
-                if walkthroughs:
-                    stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
-                prefix = _alfworld_search_prefix(env, task_id, prior, rng)
-                stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng,
-                                                       prefix=prefix)
-                stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
-                                                       detour_prob=0.2)
+                play(env, agent, index, task_id, demos, stats)
             except Exception as exc:  # noqa: BLE001 -- a game the engine cannot play is skipped, and counted
                 stats["failed_games"] += 1
                 print(f"skipping {task_id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 continue
-            stats["games"] += 1
             games_used.append(task_id)
             out.writelines(json.dumps(demo) + "\n" for demo in demos)
             out.flush()
     env.close()
     return {**stats, "games": len(games_used), "demos": sum(1 for _ in open(out_path)),
             "seconds": time.perf_counter() - start, "games_used": games_used}
+
+
+def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
+                           out_path: str, minutes: float | None = None, walkthroughs: bool = True) -> dict[str, Any]:
+    """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
+    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given."""
+    import torch
+
+    torch.set_num_threads(1)
+    rng = random.Random(seed)
+
+    def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
+        if walkthroughs:
+            stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
+        prefix = _alfworld_search_prefix(env, task_id, prior, rng)
+        stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng, prefix=prefix)
+        stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
+                                               detour_prob=0.2)
+
+    return _alfworld_games(task_ids, out_path, minutes, play)
 
 
 def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: int, out_path: str,
@@ -393,24 +407,8 @@ def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int, max_
     return rows
 
 
-def stage_train(args: argparse.Namespace, work: Path) -> None:
-    import torch
-    from transformers import AutoTokenizer
-
-    from agentrl.learner import bf16_autocast_pays
-    from agentrl.policy import HFPolicy
-    from agentrl.sft import sft, sft_loss
-
-    out = work / "sft"
-    if (out / "train.json").is_file():
-        log(f"train: cached ({out})")
-        return
-    torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(work / "tokenizer")
-    base = work / "base"
-    build_model(tokenizer, args).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    policy = HFPolicy(str(base), device="cpu")
+def _training_rows(args: argparse.Namespace, work: Path) -> tuple[list[dict], list[dict]]:
+    """The collected demonstrations trained on, split into train and validation rows (held-out games)."""
     # ALFWorld's walkthrough episodes go straight to where the object is, which the policy cannot know; the search
     # and detour episodes cover the same games with what it can know (and the way back), so by default they are
     # neither collected nor trained on (--skip-kinds).
@@ -428,36 +426,187 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     val_games = set(json.loads((work / "demos" / "val_games.json").read_text()))
     train_rows = [d for d in demos if d["task_id"] not in val_games]
     val_rows = [d for d in demos if d["task_id"] in val_games]
+    return train_rows, val_rows
+
+
+def stage_train(args: argparse.Namespace, work: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from agentrl.policy import HFPolicy
+
+    out = work / "sft"
+    if (out / "train.json").is_file():
+        log(f"train: cached ({out})")
+        return
+    torch.set_num_threads(args.threads)
+    tokenizer = AutoTokenizer.from_pretrained(work / "tokenizer")
+    base = work / "base"
+    build_model(tokenizer, args).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    policy = HFPolicy(str(base), device="cpu")
+    train_rows, val_rows = _training_rows(args, work)
+    report = _fit(policy, train_rows, val_rows, args, args.lr, args.epochs, "train")
+    policy.save_pretrained(out)
+    (out / "train.json").write_text(json.dumps(report, indent=1))
+    log(f"train: done in {report['seconds']:.0f} s")
+
+
+def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argparse.Namespace, lr: float,
+         epochs: int, stage: str) -> dict[str, Any]:
+    """SFT of ``policy`` on demonstration rows (``--sft-mode``, sampled candidates, cosine schedule); returns the
+    report written next to the weights (losses per epoch, data, time)."""
+    from agentrl.learner import bf16_autocast_pays
+    from agentrl.sft import sft, sft_loss
+
     t0 = time.perf_counter()
     train_demos = _demonstrations(policy, train_rows, args.max_prompt_tokens, args.max_candidates, args.seed)
     val_demos = _demonstrations(policy, val_rows, args.max_prompt_tokens, args.max_candidates, args.seed)
     tokens = sum(len(d.prompt_ids) + len(d.choice_ids[d.expert_index]) for d in train_demos)
-    log(f"train: {policy.num_parameters() / 1e6:.2f}M parameters; {len(train_demos)} train demos "
-        f"({tokens / len(train_demos):.0f} tokens each), {len(val_demos)} validation; {args.epochs} epochs")
+    log(f"{stage}: {policy.num_parameters() / 1e6:.2f}M parameters; {len(train_demos)} train demos "
+        f"({tokens / len(train_demos):.0f} tokens each), {len(val_demos)} validation; {epochs} epochs at lr {lr:g}")
     history: list[dict[str, float]] = []
     started = time.perf_counter()
 
     def on_step(step: int, total: int, loss: float) -> None:
         if step % 50 == 0 or step == total:
             rate = step * args.batch_size * tokens / len(train_demos) / (time.perf_counter() - started)
-            log(f"train: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
+            log(f"{stage}: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
 
     def on_epoch(epoch: int, loss: float) -> None:
         val = sft_loss(policy, val_demos, mode=args.sft_mode) if val_demos else float("nan")
         history.append({"epoch": epoch + 1, "train_loss": loss, "val_loss": val,
                         "seconds": time.perf_counter() - started})
-        log(f"train: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
+        log(f"{stage}: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
 
-    sft(policy, train_demos, mode=args.sft_mode, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+    sft(policy, train_demos, mode=args.sft_mode, epochs=epochs, lr=lr, batch_size=args.batch_size,
         seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step)
-    policy.save_pretrained(out)
-    report = {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
-              "tokens_per_epoch": tokens, "epochs": history, "seconds": time.perf_counter() - t0,
-              "threads": args.threads, "kinds": Counter(f"{d['env']}/{d['kind']}" for d in train_rows),
-              "mode": args.sft_mode, "max_candidates": args.max_candidates, "lr": args.lr,
-              "batch_size": args.batch_size, "bf16_autocast": bf16_autocast_pays(policy.model)}
-    (out / "train.json").write_text(json.dumps(report, indent=1))
-    log(f"train: done in {report['seconds']:.0f} s")
+    return {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
+            "tokens_per_epoch": tokens, "epochs": history, "seconds": time.perf_counter() - t0,
+            "threads": args.threads, "kinds": Counter(f"{d['env']}/{d['kind']}" for d in train_rows),
+            "mode": args.sft_mode, "max_candidates": args.max_candidates, "lr": lr,
+            "batch_size": args.batch_size, "bf16_autocast": bf16_autocast_pays(policy.model)}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage 3b: DAgger
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, demos: list[dict],
+                    temperature: float, seed: int, max_steps: int = 30, stuck_after: int = 3) -> tuple[bool, list[str]]:
+    """One episode played by ``policy`` (choosing among the admissible actions, as the shipped agent does), every
+    state it reaches labelled with the planner's action (Ross et al. 2011, DAgger). The episode ends early once the
+    policy has made the same move from the same observation ``stuck_after`` times: it is in a loop (repeating one
+    move, or taking an object and putting it back), the states after that differ only in the prompt's list of
+    earlier actions, and the first few of them carry the lesson. Returns whether it won and the actions played."""
+    obs, info = env.reset(options={"task_id": task_id})
+    agent.reset(1)
+    moves: Counter = Counter()
+    played: list[str] = []
+    for step in range(max_steps):
+        expert = info.get("expert_action")
+        if expert is None:
+            break
+        _record(demos, agent, "alfworld", task_id, kind, obs, info, expert)
+        prompt = policy.render(agent.messages(0, obs, info))
+        (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=max(temperature, 1e-6),
+                                         sample=temperature > 0, seed=seed * 1_000_003 + step)
+        action = agent.parse(choice.text).action
+        agent.record(0, obs, action)
+        played.append(action)
+        next_obs, _, terminated, truncated, info = env.step(action)
+        moves[obs, action] += 1
+        if terminated or truncated:
+            return bool(info.get("won")), played
+        if moves[obs, action] >= stuck_after:
+            break
+        obs = next_obs
+    return False, played
+
+
+def dagger_alfworld_shard(model: str, task_ids: list[str], temperatures: list[float], seed: int, out_path: str,
+                          minutes: float | None = None) -> dict[str, Any]:
+    """Worker: one episode of policy ``model`` per game and temperature (:func:`_policy_episode`), appended to
+    ``out_path`` game by game (resumable); stops taking games after ``minutes``."""
+    import torch
+
+    torch.set_num_threads(1)
+    from agentrl.policy import HFPolicy
+
+    policy = HFPolicy(model, device="cpu")
+
+    def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
+        for temperature in temperatures:
+            won, _ = _policy_episode(env, agent, policy, task_id, f"dagger-T{temperature:g}", demos, temperature,
+                                     seed + index)
+            stats[f"won_T{temperature:g}"] += won
+
+    return _alfworld_games(task_ids, out_path, minutes, play)
+
+
+def final_model(work: Path) -> Path:
+    """The policy the build ends with: the last finished DAgger round's, else the SFT model."""
+    rounds = sorted((p for p in (work / "dagger").glob("round-*") if (p / "sft" / "train.json").is_file()),
+                    key=lambda p: int(p.name.removeprefix("round-")))
+    return rounds[-1] / "sft" if rounds else work / "sft"
+
+
+def stage_dagger(args: argparse.Namespace, work: Path) -> None:
+    """``--dagger-rounds`` rounds of DAgger on ALFWorld train games. Round r plays the previous round's policy
+    (the SFT model first) on the train games (not the validation ones) with ``--workers`` processes for
+    ``--dagger-minutes``, each game once greedily and once sampled at T=0.4, and labels every state reached with
+    the planner's action (:func:`_policy_episode`); it then fine-tunes that policy on all rounds' rows so far plus
+    ``--dagger-replay`` rows of the original demonstrations (so that WebShop, Crafting and the expert's own states
+    are not forgotten), one epoch at ``--dagger-lr``. The SFT model learnt only the states the expert reaches; after
+    one wrong move it repeats it to the step limit (model card); these rows teach the way out of its own mistakes."""
+    import multiprocessing as mp
+
+    import torch
+
+    from agentrl.policy import HFPolicy
+
+    if args.dagger_rounds <= 0:
+        return
+    val_games = set(json.loads((work / "demos" / "val_games.json").read_text()))
+    games = [g for p in sorted((work / "demos").glob("alfworld-*.done.json"))
+             for g in json.loads(p.read_text())["games_used"] if g not in val_games]
+    random.Random(args.seed).shuffle(games)
+    train_rows, val_rows = _training_rows(args, work)
+    previous = work / "sft"
+    dagger_rows: list[dict] = []
+    for r in range(1, args.dagger_rounds + 1):
+        folder = work / "dagger" / f"round-{r}"
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs = [(folder / f"alfworld-{i}.jsonl",
+                 (str(previous), games[i:: args.workers], [0.0, 0.4], args.seed + 100 * r + i))
+                for i in range(args.workers)]
+        todo = [(path, fargs) for path, fargs in jobs if not _done_marker(path).is_file()]
+        if todo:
+            log(f"dagger {r}: playing {previous} on up to {len(games)} train games in {args.workers} processes "
+                f"for {args.dagger_minutes:g} min")
+            with mp.get_context("spawn").Pool(len(todo)) as pool:
+                pending = [(path, pool.apply_async(dagger_alfworld_shard, (*fargs, str(path), args.dagger_minutes)))
+                           for path, fargs in todo]
+                for path, result in pending:
+                    stats = result.get()
+                    _done_marker(path).write_text(json.dumps(stats, indent=1))
+                    log(f"dagger {r}: {path.stem}: " + str({k: v for k, v in stats.items() if k != "games_used"}))
+        for path, _ in jobs:
+            with open(path) as f:
+                dagger_rows += [json.loads(line) for line in f]
+        out = folder / "sft"
+        if not (out / "train.json").is_file():
+            torch.set_num_threads(args.threads)
+            policy = HFPolicy(str(previous), device="cpu")
+            replay = random.Random(args.seed + r).sample(train_rows, min(args.dagger_replay, len(train_rows)))
+            report = _fit(policy, dagger_rows + replay, val_rows, args, args.dagger_lr, 1, f"dagger {r}")
+            report["round"], report["from"] = r, str(previous.relative_to(work))
+            report["dagger_rows"], report["replay_rows"] = len(dagger_rows), len(replay)
+            policy.save_pretrained(out)
+            (out / "train.json").write_text(json.dumps(report, indent=1))
+            log(f"dagger {r}: fine-tuned in {report['seconds']:.0f} s")
+        previous = out
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -515,18 +664,32 @@ def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | No
             "seconds": time.perf_counter() - t0}
 
 
+def _results_dir(work: Path, model: Path, agent: str) -> Path:
+    """Where an eval job's result goes: beside the model it measured (``<work>/eval`` for the SFT model,
+    ``<work>/dagger/round-N/eval`` after DAgger); the scripted agents' results do not depend on the model and are
+    kept in ``<work>/eval``."""
+    return (model.parent if agent in MODEL_AGENTS else work) / "eval"
+
+
+def _eval_rows(folder: Path, model_agents: bool) -> dict[str, dict]:
+    """The eval results in ``folder`` by job name: the model-driven agents' or the scripted ones'."""
+    rows = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+    return {name: row for name, row in rows.items() if (row["agent"] in MODEL_AGENTS) == model_agents}
+
+
 def stage_eval(args: argparse.Namespace, work: Path) -> None:
     import multiprocessing as mp
 
-    results_dir = work / "eval"
-    results_dir.mkdir(parents=True, exist_ok=True)
+    model = final_model(work)
     wanted = [j for j in EVAL_JOBS if not args.eval_jobs or j[0] in args.eval_jobs.split(",")]
-    todo = [j for j in wanted if not (results_dir / f"{j[0]}.json").is_file()]
-    log(f"eval: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
+    todo = [j for j in wanted if not (_results_dir(work, model, j[4]) / f"{j[0]}.json").is_file()]
+    log(f"eval: {model}: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        pending = [(job[0], pool.apply_async(run_eval_job, (*job, str(work / "sft"), args.seed, 0))) for job in todo]
-        for name, result in pending:
+        pending = [(job, pool.apply_async(run_eval_job, (*job, str(model), args.seed, 0))) for job in todo]
+        for (name, *_, agent), result in pending:
             row = result.get()
+            results_dir = _results_dir(work, model, agent)
+            results_dir.mkdir(parents=True, exist_ok=True)
             (results_dir / f"{name}.json").write_text(json.dumps(row, indent=1))
             summary = row["by_type"]["All"]
             log(f"eval: {name}: success {summary['success']:.1f}% over {summary['n']:.0f} episodes "
@@ -572,29 +735,40 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    final = final_model(work)
     train = json.loads((work / "sft" / "train.json").read_text())
-    rows = {p.stem: json.loads(p.read_text()) for p in sorted((work / "eval").glob("*.json"))}
+    dagger = None
+    if final != work / "sft":
+        dagger = json.loads((final / "train.json").read_text())
+        dagger["collect"] = {p.name.removesuffix(".done.json"): {k: v for k, v in json.loads(p.read_text()).items()
+                                                                  if k != "games_used"}
+                             for p in sorted(final.parent.glob("*.done.json"))}
+    rows = {**_eval_rows(work / "eval", model_agents=False), **_eval_rows(final.parent / "eval", model_agents=True)}
+    # The SFT model's own results, when DAgger came after it: the card shows what DAgger changed.
+    before = _eval_rows(work / "eval", model_agents=True) if dagger else {}
     collect = {p.name.removesuffix(".done.json"): json.loads(p.read_text())
                for p in sorted((work / "demos").glob("*.done.json"))}
     staging = args.out.with_name(args.out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    model = AutoModelForCausalLM.from_pretrained(work / "sft", dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(final, dtype=torch.bfloat16)
     model.save_pretrained(staging, safe_serialization=True)
-    AutoTokenizer.from_pretrained(work / "sft").save_pretrained(staging)
+    AutoTokenizer.from_pretrained(final).save_pretrained(staging)
     games = len({g for k, v in collect.items() if k.startswith("alfworld") for g in v.get("games_used", [])})
     build = {
         "name": "agentrl-tiny", "agent": AGENT_SETTINGS, "seed": args.seed,
         "architecture": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers,
                          "vocab": args.vocab, "parameters": train["parameters"], "tied_embeddings": True},
         "data": {k: {kk: vv for kk, vv in v.items() if kk != "games_used"} for k, v in collect.items()},
-        "alfworld_train_games": games, "train": train,
+        "alfworld_train_games": games, "train": train, "dagger": dagger,
         "results": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
                     for name, r in rows.items()},
+        "results_before_dagger": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
+                                  for name, r in before.items()},
         "built": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU cores",
         "command": "python scripts/build_default_policy.py",
     }
     (staging / "agentrl.json").write_text(json.dumps(build, indent=1))
-    (staging / "README.md").write_text(model_card(build, rows))
+    (staging / "README.md").write_text(model_card(build, rows, before))
     shutil.rmtree(args.out, ignore_errors=True)
     staging.rename(args.out)
     size = sum(p.stat().st_size for p in args.out.iterdir())
@@ -624,6 +798,34 @@ def limitations(rows: dict[str, dict]) -> str:
             "epochs).")
 
 
+def _dagger_text(build: dict, before: dict[str, dict]) -> str:
+    """The model card's DAgger paragraph and the SFT model's results before it ('' when the build had no DAgger)."""
+    dagger = build.get("dagger")
+    if not dagger:
+        return ""
+    collect = dagger["collect"].values()
+    games = sum(part["games"] for part in collect)
+    won = {t: sum(part.get(f"won_T{t}", 0) for part in collect) for t in ("0", "0.4")}
+    minutes = max(part["seconds"] for part in collect) / 60
+    (epoch,) = dagger["epochs"]
+    sft_val = build["train"]["epochs"][-1]["val_loss"]
+    table = "\n".join(_results_table(before)) if before else "(not measured)"
+    return f"""
+Then DAgger (Ross et al. 2011), {dagger['round']} round(s) (`--dagger-rounds`): the SFT policy played {games} of
+the train games (not the validation ones) for {minutes:.0f} minutes in {len(dagger['collect'])} processes, each game
+once choosing its best admissible action and once sampling at T=0.4 (it won {won['0']} and {won['0.4']} of them),
+an episode ending once the policy had made the same move from the same observation 3 times; every state it reached
+was labelled with the planner's action: {dagger['dagger_rows']} demonstrations of the states its own mistakes lead
+to. The policy was then fine-tuned on those plus {dagger['replay_rows']} of the demonstrations above (so that it
+keeps the other envs and the expert's own states), one epoch at {dagger['lr']:g} with a cosine schedule,
+{dagger['seconds'] / 60:.0f} minutes: validation loss {sft_val:.4f} → {epoch['val_loss']:.4f} (same held-out games).
+
+The SFT model before DAgger, measured the same way:
+
+{table}
+"""
+
+
 def _loss_text(train: dict) -> str:
     """The SFT loss of ``train`` (``stage_train``'s report) in words."""
     candidates = ("all the admissible actions" if train["max_candidates"] <= 0 else
@@ -633,7 +835,7 @@ def _loss_text(train: dict) -> str:
     return {"score": choice, "generate": reply, "both": f"{choice}, plus {reply}"}[train["mode"]]
 
 
-def model_card(build: dict, rows: dict[str, dict]) -> str:
+def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | None = None) -> str:
     arch, train = build["architecture"], build["train"]
     other = []
     for env_name, split_label in (("webshop", "eval goals"), ("crafting", "eval_in_distribution"),
@@ -650,6 +852,7 @@ def model_card(build: dict, rows: dict[str, dict]) -> str:
     episodes_each = "three episodes each: the walkthrough;" if walkthroughs else "two episodes each:"
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
                             for k, v in build["data"].items())
+    dagger_text = _dagger_text(build, before or {})
     return f"""# agentrl-tiny: the embedded default CPU policy
 
 A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP
@@ -701,7 +904,7 @@ schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s)
 | epoch | train loss | validation loss | minutes |
 |---|---|---|---|
 {epochs}
-
+{dagger_text}
 ## Limitations
 
 {limitations(rows)}
@@ -740,6 +943,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
+    parser.add_argument("--dagger-rounds", type=int, default=2, help="DAgger rounds after SFT (0: none)")
+    parser.add_argument("--dagger-minutes", type=float, default=15.0,
+                        help="time each DAgger worker plays the policy per round")
+    parser.add_argument("--dagger-replay", type=int, default=2000,
+                        help="original demonstrations mixed into each DAgger fine-tuning")
+    parser.add_argument("--dagger-lr", type=float, default=1e-3)
     parser.add_argument("--eval-jobs", default="", help="comma-separated subset of the eval jobs (default: all)")
     parser.add_argument("--collect-minutes", type=float, default=None,
                         help="stop each ALFWorld worker after this long (default: all games)")

@@ -63,3 +63,41 @@ def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_wi
     assert "Your action" not in episode[2]["prompt"]  # steps 1-2 are still in the history
     assert "Your action at step 1 was: " in episode[3]["prompt"]
     assert all(d["reply"] in d["candidates"] for d in episode)
+
+
+def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_action(build):
+    """DAgger's data: the shipped policy plays a real ALFWorld train game; each state it reaches is recorded with the
+    planner's action for that state (not the policy's), the prompt the agent showed there, and the episode stops
+    once the policy loops (same move from the same observation 3 times)."""
+    import agentrl.envs as envs
+    from agentrl.agents.react import ReActAgent
+    from agentrl.envs.alfworld import data_status
+    from agentrl.models import EMBEDDED_POLICY, EMBEDDED_POLICY_DIR
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
+        pytest.skip("the embedded policy is not built")
+    policy = HFPolicy(resolve_model(EMBEDDED_POLICY, EMBEDDED_POLICY_DIR.parent), device="cpu")
+    env = envs.make("alfworld", expert=True, max_steps=60)
+    agent = ReActAgent("alfworld", **build.AGENT)
+    task_id = sorted(env.unwrapped.task_ids("train"))[0]
+    rows: list[dict] = []
+    won, played = build._policy_episode(env, agent, policy, task_id, "dagger-T0", rows, 0.0, seed=0, max_steps=12)
+    assert rows and len(rows) == len(played) <= 12
+
+    # Replay the policy's moves: every row is the state it reached, labelled with the planner's action there.
+    obs, info = env.reset(options={"task_id": task_id})
+    agent.reset(1)
+    observations = []
+    for row, action in zip(rows, played):
+        assert row["prompt"] == agent.messages(0, obs, info)[0]["content"]
+        assert row["reply"] == f"<action>{info['expert_action']}</action>" and row["reply"] in row["candidates"]
+        assert row["kind"] == "dagger-T0" and row["task_id"] == task_id
+        observations.append(obs)
+        agent.record(0, obs, action)
+        obs, _, terminated, truncated, info = env.step(action)
+    env.close()
+    assert any(row["reply"] != f"<action>{action}</action>" for row, action in zip(rows, played))  # not the expert
+    if not won and len(played) < 12:  # it stopped early: a loop
+        assert sum((o, a) == (observations[-1], played[-1]) for o, a in zip(observations, played)) == 3
