@@ -30,8 +30,9 @@ Stages:
    the choice made among the expert's action and 8 others drawn at random (``--max-candidates 9``: a third of the
    cost of all ~30), one epoch, cosine learning rate, validation loss on held-out games.
 4. ``dagger``: DAgger (Ross et al. 2011), ``--dagger-rounds`` rounds: the policy plays the ALFWorld train games
-   itself (once greedily, once sampled at T=0.4), every state it reaches is labelled with the planner's action, and
-   it is fine-tuned on those rows plus a replay of the demonstrations above. SFT alone taught only the states the
+   itself (once greedily, once sampled at T=0.4), every state it reaches is labelled with what an expert that sees
+   only what the agent sees would do (``SearchingExpert``: search the likely receptacles until the object is in
+   sight, then the planner), and it is fine-tuned on those rows plus a replay of the demonstrations above. SFT alone taught only the states the
    expert reaches; after one wrong move the SFT policy repeated it to the step limit.
 5. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
    ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``greedy``, as the
@@ -140,15 +141,59 @@ def _expert_episode(env: Any, agent: Any, env_name: str, task_id: str, kind: str
     return bool(info.get("won"))
 
 
+def _wanted_object(env: Any, task_id: str) -> str | None:
+    """The kind of the first object the game's walkthrough takes (``"soapbar"``): what the agent must find."""
+    walkthrough = json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
+    take = next((re.match(r"take (.+?) from", c) for c in walkthrough if c.startswith("take ")), None)
+    return _object_type(take.group(1)) if take else None
+
+
+class SearchingExpert:
+    """The expert a policy can imitate from what it sees, for labelling states the policy reaches (DAgger).
+
+    Until the task's object has been in sight in this episode: open the receptacle the agent stands at if it is
+    closed, else go to the next receptacle not yet visited, the kinds where that object is most often found in the
+    train walkthroughs first (``prior``, as the search episodes do). From then on: the engine's planner. The planner
+    alone knows where the object is and goes straight there, which a policy cannot learn from its observations:
+    labelled by the planner alone, a DAgger round lowered the SFT policy's teacher-forced accuracy from 33% to 7%.
+    Call it once per state, in order, with the observation and info; ``None`` when there is no label."""
+
+    def __init__(self, wanted: str | None, places: list[str], prior: dict[str, dict[str, int]]):
+        counts = prior.get(wanted or "", {})
+        self.order = sorted(places, key=lambda p: (-counts.get(_object_type(p), 0), p))
+        self.sighting = re.compile(rf"\b{re.escape(wanted)} \d+") if wanted else None
+        self.seen = wanted is None
+        self.visited: set[str] = set()
+        self.here: str | None = None
+        self.closed = False
+
+    def __call__(self, obs: str, info: dict) -> str | None:
+        arrival = re.match(r"You arrive at (.+?)\.", obs)
+        if arrival:
+            self.here = arrival.group(1)
+            self.visited.add(self.here)
+            self.closed = f"The {self.here} is closed" in obs
+        elif self.here and obs.startswith(f"You open the {self.here}"):
+            self.closed = False
+        if self.sighting is not None and self.sighting.search(obs):
+            self.seen = True
+        admissible = info.get("admissible_actions") or []
+        if not self.seen:
+            if self.here and self.closed and f"open {self.here}" in admissible:
+                return f"open {self.here}"
+            for place in self.order:
+                if place not in self.visited and f"go to {place}" in admissible:
+                    return f"go to {place}"
+        return info.get("expert_action")
+
+
 def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, int]], rng: random.Random,
                             max_visits: int = 5) -> list[str]:
     """The search actions of a search episode: visit likely receptacles (opening closed ones) until the task's
     first object is in sight. Plays them on ``env`` to know when to stop; returns them for replay as labels."""
-    walkthrough = json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
-    take = next((re.match(r"take (.+?) from", c) for c in walkthrough if c.startswith("take ")), None)
-    if take is None:
+    wanted = _wanted_object(env, task_id)
+    if wanted is None:
         return []
-    wanted = _object_type(take.group(1))
     counts = prior.get(wanted, {})
     obs, info = env.reset(options={"task_id": task_id})
     places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
@@ -494,9 +539,11 @@ def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpar
 
 
 def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, demos: list[dict],
-                    temperature: float, seed: int, max_steps: int = 30, stuck_after: int = 3) -> tuple[bool, list[str]]:
+                    temperature: float, seed: int, max_steps: int = 30, stuck_after: int = 3,
+                    expert: Callable[[str, dict], str | None] | None = None) -> tuple[bool, list[str]]:
     """One episode played by ``policy`` (choosing among the admissible actions, as the shipped agent does), every
-    state it reaches labelled with the planner's action (Ross et al. 2011, DAgger). The episode ends early once the
+    state it reaches labelled with ``expert``'s action (Ross et al. 2011, DAgger; default: the planner's,
+    ``info["expert_action"]``; the build uses :class:`SearchingExpert`). The episode ends early once the
     policy has made the same move from the same observation ``stuck_after`` times: it is in a loop (repeating one
     move, or taking an object and putting it back), the states after that differ only in the prompt's list of
     earlier actions, and the first few of them carry the lesson. Returns whether it won and the actions played."""
@@ -504,11 +551,12 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
     agent.reset(1)
     moves: Counter = Counter()
     played: list[str] = []
+    label = expert or (lambda obs, info: info.get("expert_action"))
     for step in range(max_steps):
-        expert = info.get("expert_action")
-        if expert is None:
+        action = label(obs, info)
+        if action is None:
             break
-        _record(demos, agent, "alfworld", task_id, kind, obs, info, expert)
+        _record(demos, agent, "alfworld", task_id, kind, obs, info, action)
         prompt = policy.render(agent.messages(0, obs, info))
         (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=max(temperature, 1e-6),
                                          sample=temperature > 0, seed=seed * 1_000_003 + step)
@@ -525,10 +573,12 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
     return False, played
 
 
-def dagger_alfworld_shard(model: str, task_ids: list[str], temperatures: list[float], seed: int, out_path: str,
+def dagger_alfworld_shard(model: str, task_ids: list[str], prior: dict[str, dict[str, int]],
+                          temperatures: list[float], seed: int, out_path: str,
                           minutes: float | None = None) -> dict[str, Any]:
-    """Worker: one episode of policy ``model`` per game and temperature (:func:`_policy_episode`), appended to
-    ``out_path`` game by game (resumable); stops taking games after ``minutes``."""
+    """Worker: one episode of policy ``model`` per game and temperature (:func:`_policy_episode`), labelled by
+    :class:`SearchingExpert`, appended to ``out_path`` game by game (resumable); stops taking games after
+    ``minutes``."""
     import torch
 
     torch.set_num_threads(1)
@@ -537,18 +587,26 @@ def dagger_alfworld_shard(model: str, task_ids: list[str], temperatures: list[fl
     policy = HFPolicy(model, device="cpu")
 
     def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
+        wanted = _wanted_object(env, task_id)
         for temperature in temperatures:
+            obs, info = env.reset(options={"task_id": task_id})
+            places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
             won, _ = _policy_episode(env, agent, policy, task_id, f"dagger-T{temperature:g}", demos, temperature,
-                                     seed + index)
+                                     seed + index, expert=SearchingExpert(wanted, places, prior))
             stats[f"won_T{temperature:g}"] += won
 
     return _alfworld_games(task_ids, out_path, minutes, play)
 
 
+def _dagger_rounds(work: Path) -> list[Path]:
+    """The finished DAgger rounds' folders, in order."""
+    return sorted((p for p in (work / "dagger").glob("round-*") if (p / "sft" / "train.json").is_file()),
+                  key=lambda p: int(p.name.removeprefix("round-")))
+
+
 def final_model(work: Path) -> Path:
     """The policy the build ends with: the last finished DAgger round's, else the SFT model."""
-    rounds = sorted((p for p in (work / "dagger").glob("round-*") if (p / "sft" / "train.json").is_file()),
-                    key=lambda p: int(p.name.removeprefix("round-")))
+    rounds = _dagger_rounds(work)
     return rounds[-1] / "sft" if rounds else work / "sft"
 
 
@@ -556,7 +614,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
     """``--dagger-rounds`` rounds of DAgger on ALFWorld train games. Round r plays the previous round's policy
     (the SFT model first) on the train games (not the validation ones) with ``--workers`` processes for
     ``--dagger-minutes``, each game once greedily and once sampled at T=0.4, and labels every state reached with
-    the planner's action (:func:`_policy_episode`); it then fine-tunes that policy on all rounds' rows so far plus
+    :class:`SearchingExpert`'s action (:func:`_policy_episode`); it then fine-tunes that policy on all rounds' rows so far plus
     ``--dagger-replay`` rows of the original demonstrations (so that WebShop, Crafting and the expert's own states
     are not forgotten), one epoch at ``--dagger-lr``. The SFT model learnt only the states the expert reaches; after
     one wrong move it repeats it to the step limit (model card); these rows teach the way out of its own mistakes."""
@@ -572,6 +630,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
     games = [g for p in sorted((work / "demos").glob("alfworld-*.done.json"))
              for g in json.loads(p.read_text())["games_used"] if g not in val_games]
     random.Random(args.seed).shuffle(games)
+    prior = json.loads((work / "demos" / "search_prior.json").read_text())
     train_rows, val_rows = _training_rows(args, work)
     previous = work / "sft"
     dagger_rows: list[dict] = []
@@ -579,7 +638,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
         folder = work / "dagger" / f"round-{r}"
         folder.mkdir(parents=True, exist_ok=True)
         jobs = [(folder / f"alfworld-{i}.jsonl",
-                 (str(previous), games[i:: args.workers], [0.0, 0.4], args.seed + 100 * r + i))
+                 (str(previous), games[i:: args.workers], prior, [0.0, 0.4], args.seed + 100 * r + i))
                 for i in range(args.workers)]
         todo = [(path, fargs) for path, fargs in jobs if not _done_marker(path).is_file()]
         if todo:
@@ -737,12 +796,13 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
 
     final = final_model(work)
     train = json.loads((work / "sft" / "train.json").read_text())
-    dagger = None
-    if final != work / "sft":
-        dagger = json.loads((final / "train.json").read_text())
-        dagger["collect"] = {p.name.removesuffix(".done.json"): {k: v for k, v in json.loads(p.read_text()).items()
+    dagger = []  # each round's fine-tuning report with its collection's stats
+    for folder in _dagger_rounds(work):
+        report = json.loads((folder / "sft" / "train.json").read_text())
+        report["collect"] = {p.name.removesuffix(".done.json"): {k: v for k, v in json.loads(p.read_text()).items()
                                                                   if k != "games_used"}
-                             for p in sorted(final.parent.glob("*.done.json"))}
+                             for p in sorted(folder.glob("*.done.json"))}
+        dagger.append(report)
     rows = {**_eval_rows(work / "eval", model_agents=False), **_eval_rows(final.parent / "eval", model_agents=True)}
     # The SFT model's own results, when DAgger came after it: the card shows what DAgger changed.
     before = _eval_rows(work / "eval", model_agents=True) if dagger else {}
@@ -800,25 +860,32 @@ def limitations(rows: dict[str, dict]) -> str:
 
 def _dagger_text(build: dict, before: dict[str, dict]) -> str:
     """The model card's DAgger paragraph and the SFT model's results before it ('' when the build had no DAgger)."""
-    dagger = build.get("dagger")
-    if not dagger:
+    rounds = build.get("dagger")
+    if not rounds:
         return ""
-    collect = dagger["collect"].values()
-    games = sum(part["games"] for part in collect)
-    won = {t: sum(part.get(f"won_T{t}", 0) for part in collect) for t in ("0", "0.4")}
-    minutes = max(part["seconds"] for part in collect) / 60
-    (epoch,) = dagger["epochs"]
-    sft_val = build["train"]["epochs"][-1]["val_loss"]
+    lines = []
+    for r in rounds:
+        collect = r["collect"].values()
+        won = [sum(part.get(f"won_T{t}", 0) for part in collect) for t in ("0", "0.4")]
+        (epoch,) = r["epochs"]
+        lines.append(f"| {r['round']} | {r['from']} | {sum(part['games'] for part in collect)} | {won[0]} / {won[1]} "
+                     f"| {max(part['seconds'] for part in collect) / 60:.0f} | {r['dagger_rows']} + {r['replay_rows']} "
+                     f"| {r['seconds'] / 60:.0f} | {epoch['val_loss']:.4f} |")
     table = "\n".join(_results_table(before)) if before else "(not measured)"
     return f"""
-Then DAgger (Ross et al. 2011), {dagger['round']} round(s) (`--dagger-rounds`): the SFT policy played {games} of
-the train games (not the validation ones) for {minutes:.0f} minutes in {len(dagger['collect'])} processes, each game
-once choosing its best admissible action and once sampling at T=0.4 (it won {won['0']} and {won['0.4']} of them),
-an episode ending once the policy had made the same move from the same observation 3 times; every state it reached
-was labelled with the planner's action: {dagger['dagger_rows']} demonstrations of the states its own mistakes lead
-to. The policy was then fine-tuned on those plus {dagger['replay_rows']} of the demonstrations above (so that it
-keeps the other envs and the expert's own states), one epoch at {dagger['lr']:g} with a cosine schedule,
-{dagger['seconds'] / 60:.0f} minutes: validation loss {sft_val:.4f} → {epoch['val_loss']:.4f} (same held-out games).
+Then DAgger (Ross et al. 2011), {len(rounds)} round(s) (`--dagger-rounds`). Each round the current policy played the
+train games (not the validation ones) in {len(rounds[0]['collect'])} processes for a fixed time, each game once
+choosing its best admissible action and once sampling at T=0.4, an episode ending once the policy had made the
+same move from the same observation 3 times; every state it reached was labelled by an expert that sees what the
+agent sees: until the task's object had been in sight, open the receptacle it stands at if closed, else go to the
+next receptacle not yet visited, most likely first (the search prior); from then on the engine's planner. The
+policy was then fine-tuned for one epoch (AdamW at {rounds[-1]['lr']:g}, cosine) on the labelled states of all
+rounds so far plus a replay of the demonstrations above, so that it keeps the other envs and the expert's own
+states. Validation loss on the same held-out games (the SFT model's: {build['train']['epochs'][-1]['val_loss']:.4f}):
+
+| round | policy played | games | won (greedy / T=0.4) | minutes playing | rows fine-tuned on (DAgger + replay) | minutes fine-tuning | validation loss |
+|---|---|---|---|---|---|---|---|
+{chr(10).join(lines)}
 
 The SFT model before DAgger, measured the same way:
 
@@ -943,12 +1010,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
-    parser.add_argument("--dagger-rounds", type=int, default=2, help="DAgger rounds after SFT (0: none)")
+    parser.add_argument("--dagger-rounds", type=int, default=1, help="DAgger rounds after SFT (0: none)")
     parser.add_argument("--dagger-minutes", type=float, default=15.0,
                         help="time each DAgger worker plays the policy per round")
-    parser.add_argument("--dagger-replay", type=int, default=2000,
+    parser.add_argument("--dagger-replay", type=int, default=3000,
                         help="original demonstrations mixed into each DAgger fine-tuning")
-    parser.add_argument("--dagger-lr", type=float, default=1e-3)
+    parser.add_argument("--dagger-lr", type=float, default=5e-4)
     parser.add_argument("--eval-jobs", default="", help="comma-separated subset of the eval jobs (default: all)")
     parser.add_argument("--collect-minutes", type=float, default=None,
                         help="stop each ALFWorld worker after this long (default: all games)")

@@ -101,3 +101,50 @@ def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_ac
     assert any(row["reply"] != f"<action>{action}</action>" for row, action in zip(rows, played))  # not the expert
     if not won and len(played) < 12:  # it stopped early: a loop
         assert sum((o, a) == (observations[-1], played[-1]) for o, a in zip(observations, played)) == 3
+
+
+def test_the_searching_expert_labels_only_what_the_agent_can_know(build):
+    """DAgger's labeller on a real ALFWorld game: before the task's object has been in sight it searches (the most
+    likely unvisited receptacle by the prior, opening closed ones where it stands), never going straight to where
+    the planner knows the object is; once the object is in sight it follows the planner."""
+    import re
+
+    import agentrl.envs as envs
+    from agentrl.envs.alfworld import data_status
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    env = envs.make("alfworld", expert=True, max_steps=60)
+    task_id = next(t for t in sorted(env.unwrapped.task_ids("train")) if "Mug-None-CoffeeMachine" in t)
+    wanted = build._wanted_object(env, task_id)
+    assert wanted == "mug"
+    obs, info = env.reset(options={"task_id": task_id})
+    places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
+    closed = next(p for p in places if p.startswith(("fridge", "cabinet", "microwave")))
+    prior = {"mug": {"shelf": 5, build._object_type(closed): 3}}
+    expert = build.SearchingExpert(wanted, places, prior)
+
+    shelves = sorted(p for p in places if p.startswith("shelf"))
+    first = expert(obs, info)
+    assert first == (f"go to {shelves[0]}" if shelves else f"go to {closed}")
+    obs, _, _, _, info = env.step(f"go to {closed}")  # the agent goes elsewhere: a closed receptacle
+    sees_mug = re.search(r"\bmug \d+", obs)
+    label = expert(obs, info)
+    assert label == (info["expert_action"] if sees_mug else f"open {closed}")
+    # Walk on until the mug is in sight; until then: open where it stands if closed, else an unvisited place.
+    visited = {closed}
+    for place in places:
+        if expert.seen:
+            break
+        if place in visited:
+            continue
+        obs, _, _, _, info = env.step(f"go to {place}")
+        visited.add(place)
+        label = expert(obs, info)
+        if not expert.seen:
+            if f"The {place} is closed" in obs:
+                assert label == f"open {place}"
+            else:
+                assert label.startswith("go to ") and label[len("go to "):] not in visited
+    assert expert.seen and label == info["expert_action"]
+    env.close()
