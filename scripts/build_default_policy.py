@@ -435,6 +435,8 @@ def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int, max_
     ``max_candidates > 0`` keeps the expert's reply and ``max_candidates - 1`` others drawn at random (seeded, in
     their original order): a sampled softmax. An ALFWorld state has ~30 admissible actions, whose tokens cost
     more than half of a packed scoring row; the sample keeps the comparison within the state at a third of it.
+    A DAgger row's ``played`` reply (what the policy chose there) is always kept: it is the mistake to unlearn, and
+    drawn at random it would be left out of two rows in three.
     """
     from agentrl.sft import Demonstration
 
@@ -444,8 +446,11 @@ def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int, max_
         candidates = d.get("candidates") or [d["reply"]]
         expert = candidates.index(d["reply"])
         if 0 < max_candidates < len(candidates):
-            others = rng.sample([i for i in range(len(candidates)) if i != expert], max_candidates - 1)
-            keep = sorted(others + [expert])
+            kept = [expert]
+            if d.get("played") in candidates and d["played"] != d["reply"]:
+                kept.append(candidates.index(d["played"]))
+            others = rng.sample([i for i in range(len(candidates)) if i not in kept], max_candidates - len(kept))
+            keep = sorted(others + kept)
             candidates, expert = [candidates[i] for i in keep], keep.index(expert)
         rows.append(Demonstration(policy.render([{"role": "user", "content": d["prompt"]}])[-max_prompt_tokens:],
                                   [policy.choice_token_ids(c) for c in candidates], expert))
@@ -556,10 +561,12 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
         action = label(obs, info)
         if action is None:
             break
-        _record(demos, agent, "alfworld", task_id, kind, obs, info, action)
+        recorded = _record(demos, agent, "alfworld", task_id, kind, obs, info, action)
         prompt = policy.render(agent.messages(0, obs, info))
         (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=max(temperature, 1e-6),
                                          sample=temperature > 0, seed=seed * 1_000_003 + step)
+        if recorded:
+            demos[-1]["played"] = choice.text  # the reply the policy chose: always a candidate of the SFT loss
         action = agent.parse(choice.text).action
         agent.record(0, obs, action)
         played.append(action)

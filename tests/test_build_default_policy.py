@@ -41,6 +41,13 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
     again = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
     assert [r.choice_ids for r in again] == [r.choice_ids for r in sampled]  # seeded
 
+    # A DAgger row keeps the reply the policy chose there (the mistake to unlearn) beside the expert's, always.
+    dagger = [{**demo, "played": candidates[(k + 5) % 30]} for k, demo in zip((0, 17, 29), demos)]
+    for seed in range(5):
+        for demo, row in zip(dagger, build._demonstrations(policy, dagger, 1024, max_candidates=9, seed=seed)):
+            assert len(row.choice_ids) == 9 and policy.choice_token_ids(demo["played"]) in row.choice_ids
+            assert row.choice_ids[row.expert_index] == policy.choice_token_ids(demo["reply"])
+
 
 def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build):
     """Collection and the shipped agentrl.json use one set of agent settings: the prompts trained on are the
@@ -94,6 +101,7 @@ def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_ac
         assert row["prompt"] == agent.messages(0, obs, info)[0]["content"]
         assert row["reply"] == f"<action>{info['expert_action']}</action>" and row["reply"] in row["candidates"]
         assert row["kind"] == "dagger-T0" and row["task_id"] == task_id
+        assert row["played"] == f"<action>{action}</action>" and row["played"] in row["candidates"]
         observations.append(obs)
         agent.record(0, obs, action)
         obs, _, terminated, truncated, info = env.step(action)
