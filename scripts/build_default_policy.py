@@ -608,16 +608,18 @@ def dagger_alfworld_shard(model: str, task_ids: list[str], prior: dict[str, dict
     return _alfworld_games(task_ids, out_path, minutes, play)
 
 
-def _dagger_rounds(work: Path) -> list[Path]:
-    """The finished DAgger rounds' folders, in order."""
-    return sorted((p for p in (work / "dagger").glob("round-*") if (p / "sft" / "train.json").is_file()),
-                  key=lambda p: int(p.name.removeprefix("round-")))
+def _dagger_rounds(work: Path, rounds: int) -> list[Path]:
+    """The folders of DAgger rounds 1..``rounds`` that finished, in order (a cache may hold more rounds than the
+    build asks for: they are not used)."""
+    folders = [work / "dagger" / f"round-{r}" for r in range(1, rounds + 1)]
+    return [folder for folder in folders if (folder / "sft" / "train.json").is_file()]
 
 
-def final_model(work: Path) -> Path:
-    """The policy the build ends with: the last finished DAgger round's, else the SFT model."""
-    rounds = _dagger_rounds(work)
-    return rounds[-1] / "sft" if rounds else work / "sft"
+def final_model(work: Path, rounds: int) -> Path:
+    """The policy the build ends with: the last finished DAgger round's (of the first ``rounds``), else the SFT
+    model."""
+    finished = _dagger_rounds(work, rounds)
+    return finished[-1] / "sft" if finished else work / "sft"
 
 
 def stage_dagger(args: argparse.Namespace, work: Path) -> None:
@@ -749,7 +751,7 @@ def _eval_rows(folder: Path, model_agents: bool) -> dict[str, dict]:
 def stage_eval(args: argparse.Namespace, work: Path) -> None:
     import multiprocessing as mp
 
-    model = final_model(work)
+    model = final_model(work, args.dagger_rounds)
     wanted = [j for j in EVAL_JOBS if not args.eval_jobs or j[0] in args.eval_jobs.split(",")]
     todo = [j for j in wanted if not (_results_dir(work, model, j[4]) / f"{j[0]}.json").is_file()]
     log(f"eval: {model}: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
@@ -804,10 +806,10 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    final = final_model(work)
+    final = final_model(work, args.dagger_rounds)
     train = json.loads((work / "sft" / "train.json").read_text())
     dagger = []  # each round's fine-tuning report with its collection's stats
-    for folder in _dagger_rounds(work):
+    for folder in _dagger_rounds(work, args.dagger_rounds):
         report = json.loads((folder / "sft" / "train.json").read_text())
         report["collect"] = {p.name.removesuffix(".done.json"): {k: v for k, v in json.loads(p.read_text()).items()
                                                                   if k != "games_used"}
