@@ -1,4 +1,4 @@
-"""Build agentrl's embedded default CPU policy: demonstrations → tokenizer → small Llama → SFT → DAgger → eval.
+"""Build agentrl's embedded default CPU policy: demonstrations → tokenizer → Llama → SFT → DAgger → eval.
 
 The policy ``agentrl-tiny`` ships inside the package (``src/agentrl/assets/policies/tiny/``) so that
 ``agentrl train --env alfworld --algo scpo`` runs and learns on a laptop with no model hub (models.md). This script is
@@ -159,11 +159,12 @@ class SearchingExpert:
     train walkthroughs first (``prior``, as the search episodes do). From then on: the engine's planner. The planner
     alone knows where the object is and goes straight there, which a policy cannot learn from its observations:
     labelled by the planner alone, a DAgger round lowered the SFT policy's teacher-forced accuracy from 33% to 7%.
-    Call it once per state, in order, with the observation and info; ``None`` when there is no label."""
+    Call it once per state, in order from the episode's first (whose "go to" actions name the receptacles to
+    search), with the observation and info; ``None`` when there is no label."""
 
-    def __init__(self, wanted: str | None, places: list[str], prior: dict[str, dict[str, int]]):
-        counts = prior.get(wanted or "", {})
-        self.order = sorted(places, key=lambda p: (-counts.get(_object_type(p), 0), p))
+    def __init__(self, wanted: str | None, prior: dict[str, dict[str, int]]):
+        self.counts = prior.get(wanted or "", {})
+        self.order: list[str] | None = None
         self.sighting = re.compile(rf"\b{re.escape(wanted)} \d+") if wanted else None
         self.seen = wanted is None
         self.visited: set[str] = set()
@@ -171,6 +172,10 @@ class SearchingExpert:
         self.closed = False
 
     def __call__(self, obs: str, info: dict) -> str | None:
+        admissible = info.get("admissible_actions") or []
+        if self.order is None:
+            places = [a[len("go to "):] for a in admissible if a.startswith("go to ")]
+            self.order = sorted(places, key=lambda p: (-self.counts.get(_object_type(p), 0), p))
         arrival = re.match(r"You arrive at (.+?)\.", obs)
         if arrival:
             self.here = arrival.group(1)
@@ -180,7 +185,6 @@ class SearchingExpert:
             self.closed = False
         if self.sighting is not None and self.sighting.search(obs):
             self.seen = True
-        admissible = info.get("admissible_actions") or []
         if not self.seen:
             if self.here and self.closed and f"open {self.here}" in admissible:
                 return f"open {self.here}"
@@ -313,6 +317,16 @@ def _done_marker(path: Path) -> Path:
     return path.with_suffix(".done.json")
 
 
+def _done_stats(folder: Path) -> dict[str, dict]:
+    """The stats of the finished collection parts in ``folder`` (their done markers), by part name."""
+    return {p.name.removesuffix(".done.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.done.json"))}
+
+
+def _summary(stats: dict[str, Any]) -> dict[str, Any]:
+    """A part's stats without its list of games (for logs and the model card)."""
+    return {k: v for k, v in stats.items() if k != "games_used"}
+
+
 def stage_collect(args: argparse.Namespace, work: Path) -> None:
     """Each part writes ``demos/<part>.jsonl`` and, when complete, ``demos/<part>.done.json`` with its stats; a
     rerun redoes only the parts without a marker. ALFWorld games go to ``--workers`` processes; with
@@ -371,7 +385,7 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
         for name, result in results:
             stats = result.get()
             _done_marker(demos_dir / f"{name}.jsonl").write_text(json.dumps(stats, indent=1))
-            log(f"collect: {name} done: " + str({k: v for k, v in stats.items() if k != "games_used"}))
+            log(f"collect: {name} done: {_summary(stats)}")
     log(f"collect: {time.perf_counter() - t0:.0f} s")
 
 
@@ -599,10 +613,8 @@ def dagger_alfworld_shard(model: str, task_ids: list[str], prior: dict[str, dict
     def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
         wanted = _wanted_object(env, task_id)
         for temperature in temperatures:
-            obs, info = env.reset(options={"task_id": task_id})
-            places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
             won, _ = _policy_episode(env, agent, policy, task_id, f"dagger-T{temperature:g}", demos, temperature,
-                                     seed + index, expert=SearchingExpert(wanted, places, prior))
+                                     seed + index, expert=SearchingExpert(wanted, prior))
             stats[f"won_T{temperature:g}"] += won
 
     return _alfworld_games(task_ids, out_path, minutes, play)
@@ -626,10 +638,11 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
     """``--dagger-rounds`` rounds of DAgger on ALFWorld train games. Round r plays the previous round's policy
     (the SFT model first) on the train games (not the validation ones) with ``--workers`` processes for
     ``--dagger-minutes``, each game once greedily and once sampled at T=0.4, and labels every state reached with
-    :class:`SearchingExpert`'s action (:func:`_policy_episode`); it then fine-tunes that policy on all rounds' rows so far plus
-    ``--dagger-replay`` rows of the original demonstrations (so that WebShop, Crafting and the expert's own states
-    are not forgotten), one epoch at ``--dagger-lr``. The SFT model learnt only the states the expert reaches; after
-    one wrong move it repeats it to the step limit (model card); these rows teach the way out of its own mistakes."""
+    :class:`SearchingExpert`'s action (:func:`_policy_episode`); it then fine-tunes that policy on all rounds' rows
+    so far plus ``--dagger-replay`` rows of the original demonstrations (so that WebShop, Crafting and the expert's
+    own states are not forgotten), one epoch at ``--dagger-lr``. The SFT model learnt only the states the expert
+    reaches; after one wrong move it repeats it to the step limit (model card); these rows teach the way out of its
+    own mistakes."""
     import multiprocessing as mp
 
     import torch
@@ -639,8 +652,8 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
     if args.dagger_rounds <= 0:
         return
     val_games = set(json.loads((work / "demos" / "val_games.json").read_text()))
-    games = [g for p in sorted((work / "demos").glob("alfworld-*.done.json"))
-             for g in json.loads(p.read_text())["games_used"] if g not in val_games]
+    games = [g for name, stats in _done_stats(work / "demos").items() if name.startswith("alfworld")
+             for g in stats["games_used"] if g not in val_games]
     random.Random(args.seed).shuffle(games)
     prior = json.loads((work / "demos" / "search_prior.json").read_text())
     train_rows, val_rows = _training_rows(args, work)
@@ -662,7 +675,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
                 for path, result in pending:
                     stats = result.get()
                     _done_marker(path).write_text(json.dumps(stats, indent=1))
-                    log(f"dagger {r}: {path.stem}: " + str({k: v for k, v in stats.items() if k != "games_used"}))
+                    log(f"dagger {r}: {path.stem}: {_summary(stats)}")
         for path, _ in jobs:
             with open(path) as f:
                 dagger_rows += [json.loads(line) for line in f]
@@ -811,15 +824,12 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     dagger = []  # each round's fine-tuning report with its collection's stats
     for folder in _dagger_rounds(work, args.dagger_rounds):
         report = json.loads((folder / "sft" / "train.json").read_text())
-        report["collect"] = {p.name.removesuffix(".done.json"): {k: v for k, v in json.loads(p.read_text()).items()
-                                                                  if k != "games_used"}
-                             for p in sorted(folder.glob("*.done.json"))}
+        report["collect"] = {name: _summary(stats) for name, stats in _done_stats(folder).items()}
         dagger.append(report)
     rows = {**_eval_rows(work / "eval", model_agents=False), **_eval_rows(final.parent / "eval", model_agents=True)}
     # The SFT model's own results, when DAgger came after it: the card shows what DAgger changed.
     before = _eval_rows(work / "eval", model_agents=True) if dagger else {}
-    collect = {p.name.removesuffix(".done.json"): json.loads(p.read_text())
-               for p in sorted((work / "demos").glob("*.done.json"))}
+    collect = _done_stats(work / "demos")
     staging = args.out.with_name(args.out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     model = AutoModelForCausalLM.from_pretrained(final, dtype=torch.bfloat16)
@@ -830,7 +840,7 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
         "name": "agentrl-tiny", "agent": AGENT_SETTINGS, "seed": args.seed,
         "architecture": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers,
                          "vocab": args.vocab, "parameters": train["parameters"], "tied_embeddings": True},
-        "data": {k: {kk: vv for kk, vv in v.items() if kk != "games_used"} for k, v in collect.items()},
+        "data": {name: _summary(stats) for name, stats in collect.items()},
         "alfworld_train_games": games, "train": train, "dagger": dagger,
         "results": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
                     for name, r in rows.items()},

@@ -130,7 +130,7 @@ def test_the_searching_expert_labels_only_what_the_agent_can_know(build):
     places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
     closed = next(p for p in places if p.startswith(("fridge", "cabinet", "microwave")))
     prior = {"mug": {"shelf": 5, build._object_type(closed): 3}}
-    expert = build.SearchingExpert(wanted, places, prior)
+    expert = build.SearchingExpert(wanted, prior)
 
     shelves = sorted(p for p in places if p.startswith("shelf"))
     first = expert(obs, info)
