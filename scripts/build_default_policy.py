@@ -28,7 +28,8 @@ Stages:
    ``--sft-mode both``: the choice of the expert's action among the state's admissible ones, plus the reply's
    tokens; generate-only SFT left the first build choosing "go to" the most frequent receptacles whatever it saw),
    the choice made among the expert's action and 8 others drawn at random (``--max-candidates 9``: a third of the
-   cost of all ~30), one epoch, cosine learning rate, validation loss on held-out games.
+   cost of all ~30), one epoch, cosine learning rate, validation loss on held-out games. Checkpointed every
+   ``--checkpoint-every`` steps: an interrupted build resumes the epoch where it stopped.
 4. ``dagger``: DAgger (Ross et al. 2011), ``--dagger-rounds`` rounds: the policy plays the ALFWorld train games
    itself (once greedily, once sampled at T=0.4), every state it reaches is labelled with what an expert that sees
    only what the agent sees would do (``SearchingExpert``: search the likely receptacles until the object is in
@@ -54,6 +55,7 @@ import math
 import os
 import random
 import re
+import shutil
 import sys
 import time
 from collections import Counter, defaultdict
@@ -501,6 +503,7 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     from transformers import AutoTokenizer
 
     from agentrl.policy import HFPolicy
+    from agentrl.sft import checkpoint_dir_for
 
     out = work / "sft"
     if (out / "train.json").is_file():
@@ -513,18 +516,21 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
     tokenizer.save_pretrained(base)
     policy = HFPolicy(str(base), device="cpu")
     train_rows, val_rows = _training_rows(args, work)
-    report = _fit(policy, train_rows, val_rows, args, args.lr, args.epochs, "train")
+    report = _fit(policy, train_rows, val_rows, args, args.lr, args.epochs, "train", out)
     policy.save_pretrained(out)
     (out / "train.json").write_text(json.dumps(report, indent=1))
+    shutil.rmtree(checkpoint_dir_for(out))
     log(f"train: done in {report['seconds']:.0f} s")
 
 
 def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argparse.Namespace, lr: float,
-         epochs: int, stage: str) -> dict[str, Any]:
+         epochs: int, stage: str, out: Path) -> dict[str, Any]:
     """SFT of ``policy`` on demonstration rows (``--sft-mode``, sampled candidates, cosine schedule); returns the
-    report written next to the weights (losses per epoch, data, time)."""
+    report written next to the weights (losses per epoch, data, time). Checkpoints go to ``<out>-checkpoints``
+    every ``--checkpoint-every`` steps and after each epoch, and a rerun resumes from the latest (an epoch here
+    takes about an hour); the folder is removed once the caller has saved the model."""
     from agentrl.learner import bf16_autocast_pays
-    from agentrl.sft import sft, sft_loss
+    from agentrl.sft import checkpoint_dir_for, sft, sft_loss
 
     t0 = time.perf_counter()
     train_demos = _demonstrations(policy, train_rows, args.max_prompt_tokens, args.max_candidates, args.seed)
@@ -532,24 +538,39 @@ def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpar
     tokens = sum(len(d.prompt_ids) + len(d.choice_ids[d.expert_index]) for d in train_demos)
     log(f"{stage}: {policy.num_parameters() / 1e6:.2f}M parameters; {len(train_demos)} train demos "
         f"({tokens / len(train_demos):.0f} tokens each), {len(val_demos)} validation; {epochs} epochs at lr {lr:g}")
-    history: list[dict[str, float]] = []
+    checkpoints = checkpoint_dir_for(out)
+    history_path = checkpoints / "history.json"
+    # Epochs finished by an earlier, interrupted run of this stage, and the training time it had spent.
+    earlier = json.loads(history_path.read_text()) if history_path.is_file() else {"epochs": [], "seconds": 0.0}
+    history: list[dict[str, float]] = earlier["epochs"]
+    if (checkpoints / "checkpoints" / "latest").is_file():
+        log(f"{stage}: resuming from {checkpoints}")
     started = time.perf_counter()
+    first_step: list[int] = []
 
     def on_step(step: int, total: int, loss: float) -> None:
+        first_step[:] = first_step or [step]
         if step % 50 == 0 or step == total:
-            rate = step * args.batch_size * tokens / len(train_demos) / (time.perf_counter() - started)
+            done = step - first_step[0] + 1
+            rate = done * args.batch_size * tokens / len(train_demos) / (time.perf_counter() - started)
             log(f"{stage}: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
 
     def on_epoch(epoch: int, loss: float) -> None:
         val = sft_loss(policy, val_demos, mode=args.sft_mode) if val_demos else float("nan")
+        # An epoch whose end was interrupted before its checkpoint is finished again on resume: one entry each.
+        history[:] = [h for h in history if h["epoch"] != epoch + 1]
         history.append({"epoch": epoch + 1, "train_loss": loss, "val_loss": val,
-                        "seconds": time.perf_counter() - started})
+                        "seconds": earlier["seconds"] + time.perf_counter() - started})
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        history_path.write_text(json.dumps({"epochs": history, "seconds": history[-1]["seconds"]}, indent=1))
         log(f"{stage}: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
 
     sft(policy, train_demos, mode=args.sft_mode, epochs=epochs, lr=lr, batch_size=args.batch_size,
-        seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step)
+        seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step,
+        checkpoint_dir=checkpoints, checkpoint_every=args.checkpoint_every)
     return {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
-            "tokens_per_epoch": tokens, "epochs": history, "seconds": time.perf_counter() - t0,
+            "tokens_per_epoch": tokens, "epochs": history,
+            "seconds": earlier["seconds"] + time.perf_counter() - t0,
             "threads": args.threads, "kinds": Counter(f"{d['env']}/{d['kind']}" for d in train_rows),
             "mode": args.sft_mode, "max_candidates": args.max_candidates, "lr": lr,
             "batch_size": args.batch_size, "bf16_autocast": bf16_autocast_pays(policy.model)}
@@ -648,6 +669,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
     import torch
 
     from agentrl.policy import HFPolicy
+    from agentrl.sft import checkpoint_dir_for
 
     if args.dagger_rounds <= 0:
         return
@@ -684,11 +706,12 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
             torch.set_num_threads(args.threads)
             policy = HFPolicy(str(previous), device="cpu")
             replay = random.Random(args.seed + r).sample(train_rows, min(args.dagger_replay, len(train_rows)))
-            report = _fit(policy, dagger_rows + replay, val_rows, args, args.dagger_lr, 1, f"dagger {r}")
+            report = _fit(policy, dagger_rows + replay, val_rows, args, args.dagger_lr, 1, f"dagger {r}", out)
             report["round"], report["from"] = r, str(previous.relative_to(work))
             report["dagger_rows"], report["replay_rows"] = len(dagger_rows), len(replay)
             policy.save_pretrained(out)
             (out / "train.json").write_text(json.dumps(report, indent=1))
+            shutil.rmtree(checkpoint_dir_for(out))
             log(f"dagger {r}: fine-tuned in {report['seconds']:.0f} s")
         previous = out
 
@@ -814,8 +837,6 @@ def _results_table(rows: dict[str, dict]) -> list[str]:
 
 
 def stage_package(args: argparse.Namespace, work: Path) -> None:
-    import shutil
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -1030,6 +1051,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="candidate replies per state in the scoring loss: the expert's + random others (0: all)")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--checkpoint-every", type=int, default=100,
+                        help="SFT steps between checkpoints (and after each epoch); a rerun resumes from the latest")
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
     parser.add_argument("--dagger-rounds", type=int, default=0,

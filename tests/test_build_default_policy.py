@@ -156,3 +156,30 @@ def test_the_searching_expert_labels_only_what_the_agent_can_know(build):
                 assert label.startswith("go to ") and label[len("go to "):] not in visited
     assert expert.seen and label == info["expert_action"]
     env.close()
+
+
+def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(build, tmp_path, monkeypatch):
+    import argparse
+
+    policy_dir = resolve_model("tiny-random", tmp_path)
+    candidates = [f"<action>go to shelf {i}</action>" for i in range(6)]
+    rows = [{"env": "alfworld", "kind": "search", "prompt": f"You see shelf {k}.", "reply": candidates[k % 6],
+             "candidates": candidates} for k in range(12)]
+    args = argparse.Namespace(max_prompt_tokens=256, max_candidates=3, seed=0, sft_mode="both", batch_size=4,
+                              checkpoint_every=2, threads=1)
+    out = tmp_path / "sft"
+    messages = []
+
+    def crash_when_epoch_1_is_logged(message):
+        messages.append(message)
+        if "epoch 1:" in message:
+            raise KeyboardInterrupt  # after epoch 1's history entry, before its end-of-epoch checkpoint
+
+    monkeypatch.setattr(build, "log", crash_when_epoch_1_is_logged)
+    with pytest.raises(KeyboardInterrupt):
+        build._fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
+    monkeypatch.setattr(build, "log", messages.append)
+    report = build._fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
+    assert any(m.startswith("train: resuming from") for m in messages)
+    assert [e["epoch"] for e in report["epochs"]] == [1, 2]
+    assert report["seconds"] >= report["epochs"][-1]["seconds"] > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 import torch
 from tiny_model import save_tiny_model
 
@@ -44,6 +45,7 @@ def test_generate_mode_sft_and_cli(tmp_path, agentrl_cli):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert not (tmp_path / "out-checkpoints").exists()  # removed once the model is saved
 
 
 def test_both_mode_is_the_sum_of_the_scoring_and_reply_losses_and_lowers_both(tmp_path):
@@ -63,3 +65,43 @@ def test_both_mode_is_the_sum_of_the_scoring_and_reply_losses_and_lowers_both(tm
     after = losses()
     assert after["score"] < before["score"] - 0.1
     assert after["generate"] < before["generate"] - 0.1
+
+
+def test_an_interrupted_sft_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+    from agentrl.checkpoint import CheckpointError
+
+    model_dir = save_tiny_model(tmp_path / "m", seed=4)
+    demos = collect_demonstrations("crafting", HFPolicy(model_dir, device="cpu"), ReActAgent("crafting", think=False),
+                                   tasks=2, max_prompt_tokens=128)
+    per_epoch = -(-len(demos) // 4)
+    assert per_epoch >= 3
+    # Checkpoints after epoch 1 (step per_epoch) and one step into epoch 2; the crash comes one step later.
+    settings = dict(mode="both", epochs=2, lr=3e-3, batch_size=4, lr_schedule="cosine", bf16=False,
+                    checkpoint_every=per_epoch + 1)
+    crash_step = per_epoch + 2
+
+    straight = HFPolicy(model_dir, device="cpu")
+    straight_losses = sft(straight, demos, checkpoint_dir=tmp_path / "straight", **settings)
+
+    class Interrupted(Exception):
+        pass
+
+    def crash(step, total, loss):
+        if step == crash_step:
+            raise Interrupted
+
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(Interrupted):
+        sft(HFPolicy(model_dir, device="cpu"), demos, checkpoint_dir=run_dir, on_step=crash, **settings)
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"iter-{per_epoch + 1:06d}"
+
+    resumed, steps = HFPolicy(model_dir, device="cpu"), []  # fresh weights: they must come from the checkpoint
+    resumed_losses = sft(resumed, demos, checkpoint_dir=run_dir, on_step=lambda s, t, loss: steps.append(s),
+                         **settings)
+    assert steps == list(range(crash_step, 2 * per_epoch + 1))  # from the step the crash interrupted
+    assert resumed_losses == straight_losses
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
+    with pytest.raises(CheckpointError, match="epochs"):
+        sft(HFPolicy(model_dir, device="cpu"), demos, checkpoint_dir=run_dir, **{**settings, "epochs": 3})

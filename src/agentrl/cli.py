@@ -316,7 +316,9 @@ def sft_command(
     seed: Annotated[int, typer.Option(help="Seed of the shuffle and of a model built from config.")] = 0,
     env_args: EnvArgs = None,
 ) -> None:
-    """Supervised fine-tuning on expert demonstrations rendered exactly as the agent sees them (the RL warm start)."""
+    """Supervised fine-tuning on expert demonstrations rendered exactly as the agent sees them (the RL warm start).
+
+    Run it again after an interruption and it resumes from its latest checkpoint (in <out>-checkpoints)."""
     from agentrl.sft import sft_from_expert
 
     if mode not in ("score", "generate"):

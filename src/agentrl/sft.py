@@ -15,16 +15,19 @@ target is the agent's reply for the expert action, so what SFT teaches is what r
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from agentrl.agents.react import ReActAgent
+from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, restore_rng, save_checkpoint
 from agentrl.errors import AgentRLError
 from agentrl.policy import HFPolicy, choice_log_probs, token_log_probs
 
@@ -100,11 +103,26 @@ def _length_batches(demos: list[Demonstration], order: list[int], batch_size: in
     return batches
 
 
+def _fingerprint(demos: list[Demonstration]) -> str:
+    """A digest of the demonstrations' tokens and labels: a checkpoint resumes only the data it was trained on."""
+    digest = hashlib.sha256()
+    for d in demos:
+        digest.update(repr((d.prompt_ids, d.choice_ids, d.expert_index)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _load_weights(model: torch.nn.Module, folder: Path) -> None:
+    """Copy the weights saved in ``folder`` (save_pretrained form) into ``model`` in place (tied weights too)."""
+    saved = type(model).from_pretrained(folder, dtype=next(model.parameters()).dtype)
+    model.load_state_dict(saved.state_dict())
+
+
 def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
         batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0, bf16: bool | str = "auto",
         lr_schedule: str = "constant", warmup_fraction: float = 0.02, min_lr_ratio: float = 0.1,
         length_buckets: bool = False, on_epoch: Callable[[int, float], None] | None = None,
-        on_step: Callable[[int, int, float], None] | None = None) -> list[float]:
+        on_step: Callable[[int, int, float], None] | None = None, checkpoint_dir: str | Path | None = None,
+        checkpoint_every: int = 0) -> list[float]:
     """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
 
     ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
@@ -115,6 +133,12 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
     padding but correlates a batch's rows (in an episode's demonstrations, length follows the step number): on
     Crafting it left the loss at 0.98 after 3 epochs where random batches reach 0.67 (bench/learning.py's warm
     start: 6% against 15% eval success). ``on_step(step, total_steps, loss)`` reports progress.
+
+    ``checkpoint_dir``: write checkpoints under ``checkpoint_dir/checkpoints/`` (weights, optimizer state, progress;
+    the atomic layout of :mod:`agentrl.checkpoint`) after every epoch and every ``checkpoint_every`` steps, and start from the latest one
+    found there: an interrupted run continues where it stopped, with the same batches and learning rates, and ends
+    with the weights an uninterrupted run would have. ``on_epoch`` is called for the epochs finished in this call;
+    the returned losses cover all epochs. A checkpoint written for other data or settings is refused.
     """
     from agentrl.learner import bf16_autocast_pays
 
@@ -138,19 +162,46 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
         progress = (step - warmup) / max(1, total_steps - warmup)
         return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
+    settings = {"demonstrations": _fingerprint(demos), "mode": mode, "epochs": epochs, "lr": lr,
+                "batch_size": batch_size, "seed": seed, "weight_decay": weight_decay, "lr_schedule": lr_schedule,
+                "warmup_fraction": warmup_fraction, "min_lr_ratio": min_lr_ratio, "length_buckets": length_buckets}
+    resume_step, losses, resumed_total, resumed_count = 0, [], 0.0, 0
+    latest = find_latest(Path(checkpoint_dir)) if checkpoint_dir is not None else None
+    if latest is not None:
+        checkpoint = load_checkpoint(latest)
+        changed = sorted(k for k in settings if checkpoint.state.get("settings", {}).get(k) != settings[k])
+        if changed:
+            raise CheckpointError(f"the SFT checkpoint {latest} was written with other {', '.join(changed)}; resume "
+                                  f"with the same data and settings, or use another checkpoint_dir")
+        _load_weights(model, checkpoint.model_dir)
+        optimizer.load_state_dict(checkpoint.trainer_state["learner"])
+        restore_rng(checkpoint)
+        resume_step, losses = checkpoint.iteration, list(checkpoint.state["losses"])
+        resumed_total, resumed_count = checkpoint.state["epoch_total"], checkpoint.state["epoch_count"]
+
+    def save(step: int, total: float, count: int) -> None:
+        save_checkpoint(Path(checkpoint_dir), step, policy, optimizer, {
+            "settings": settings, "losses": losses, "epoch_total": total, "epoch_count": count})
+
     rng = random.Random(seed)
     order = list(range(len(demos)))
-    losses = []
     step = 0
     for epoch in range(epochs):
+        # The shuffles are replayed for the epochs a resumed run skips, so the remaining batches are the same.
         rng.shuffle(order)
         if length_buckets:
             batches = _length_batches(demos, order, batch_size)
             rng.shuffle(batches)
         else:
             batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-        total, count = 0.0, 0
+        if step + len(batches) <= resume_step:
+            step += len(batches)
+            continue
+        total, count = (resumed_total, resumed_count) if step < resume_step else (0.0, 0)
         for indices in batches:
+            if step < resume_step:
+                step += 1
+                continue
             batch = [demos[i] for i in indices]
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step)
@@ -165,11 +216,22 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
             step += 1
             if on_step is not None:
                 on_step(step, total_steps, float(loss.detach()))
+            if checkpoint_dir is not None and checkpoint_every > 0 and step % checkpoint_every == 0 \
+                    and count < len(demos):
+                save(step, total, count)
         losses.append(total / max(count, 1))
         if on_epoch is not None:
             on_epoch(epoch, losses[-1])
+        if checkpoint_dir is not None:
+            save(step, 0.0, 0)
     model.eval()
     return losses
+
+
+def checkpoint_dir_for(out_dir: str | Path) -> Path:
+    """Where an SFT run that will save its model to ``out_dir`` keeps its checkpoints: ``<out_dir>-checkpoints``."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + "-checkpoints")
 
 
 @torch.no_grad()
@@ -198,9 +260,14 @@ def sft_loss(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score
 def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool = False,
                     tasks: int = 200, epochs: int = 3, lr: float = 1e-3, batch_size: int = 16, seed: int = 0,
                     env_args: dict[str, Any] | None = None, max_prompt_tokens: int = 2048,
-                    bf16: bool | str = "auto", on_epoch: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """Collect demonstrations, fine-tune ``model`` on them and save the result to ``out_dir``."""
-    from pathlib import Path
+                    bf16: bool | str = "auto", on_epoch: Callable[[int, float], None] | None = None,
+                    checkpoint_every: int = 200) -> dict[str, Any]:
+    """Collect demonstrations, fine-tune ``model`` on them and save the result to ``out_dir``.
+
+    Training checkpoints go to :func:`checkpoint_dir_for` ``(out_dir)`` after every epoch and every
+    ``checkpoint_every`` steps; run the same call again after an interruption and it resumes from the latest. The
+    folder is removed once the model is saved."""
+    import shutil
 
     from agentrl.models import resolve_model
 
@@ -211,8 +278,10 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
     demos = collect_demonstrations(env_name, policy, agent, tasks=tasks, env_args=env_args,
                                    max_prompt_tokens=max_prompt_tokens)
     collected = time.perf_counter()
+    checkpoints = checkpoint_dir_for(out_dir)
     losses = sft(policy, demos, mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                 bf16=bf16, on_epoch=on_epoch)
+                 bf16=bf16, on_epoch=on_epoch, checkpoint_dir=checkpoints, checkpoint_every=checkpoint_every)
     policy.save_pretrained(out_dir)
+    shutil.rmtree(checkpoints, ignore_errors=True)
     return {"demonstrations": len(demos), "losses": losses, "collect_s": collected - start,
             "train_s": time.perf_counter() - collected, "out_dir": str(out_dir)}
