@@ -5,7 +5,8 @@ Every family follows the structure of verl-agent's prompts, written in our own w
 
 * **without history** (the first step, ``history_length = 0``, or a history prompt longer than
   ``max_history_chars``): who the agent is, the task (only when the observation does not already state it),
-  the current observation, the admissible actions, the closing instruction;
+  the current observation, the admissible actions (unless the agent's ``list_actions`` is off), the closing
+  instruction;
 * **with history**: who the agent is, the task, how many steps were taken (with the ReAct agent's
   ``action_memory``, also the env actions of older steps, one line), the last k steps as
   ``[Observation k: '...', Action k: '...']`` lines, the current step number, the current observation, the
@@ -39,7 +40,7 @@ NO_HISTORY_TEMPLATE = (
     "{task_section}"
     "{context_section}"
     "Your current observation is: {current_observation}\n"
-    "{actions_section}\n"
+    "{actions_section}"
     "\n"
     "{closing}"
 )
@@ -52,7 +53,7 @@ HISTORY_TEMPLATE = (
     "each with the observation you saw and the action you then took:\n"
     "{action_history}\n"
     "You are now at step {current_step}. Your current observation is: {current_observation}\n"
-    "{actions_section}\n"
+    "{actions_section}"
     "\n"
     "{closing}"
 )
@@ -148,7 +149,7 @@ class PromptFamily:
             task_section=f"Your task is to: {task}\n" if show_task else "",
             context_section=_context_section(context),
             current_observation=current_observation,
-            actions_section=actions_section,
+            actions_section=_section(actions_section),
             closing=self.closing(think),
         )
 
@@ -175,7 +176,7 @@ class PromptFamily:
             action_history="\n".join(history),
             current_step=step_count + 1,
             current_observation=current_observation,
-            actions_section=actions_section,
+            actions_section=_section(actions_section),
             closing=self.closing(think),
         )
 
@@ -290,6 +291,11 @@ PROMPT_FAMILIES: dict[str, PromptFamily] = {
         projection_tail=30,
     ),
 }
+
+
+def _section(text: str) -> str:
+    """A paragraph of the prompt ending its line, or nothing when there is no text (no stray empty line)."""
+    return f"{text}\n" if text else ""
 
 
 def _context_section(context: str) -> str:

@@ -121,6 +121,9 @@ class ReActAgent:
             been, which the last k observations do not (ALFWorld search otherwise revisits receptacles).
         action_projection_tail: characters of the reply's end sent as the action when the ``<action>`` block is
             missing. Default per family: 20 for WebShop, 30 for all others (the reference's ALFWorld value).
+        list_actions: show the admissible actions in the prompt (the reference prompt does). A policy that scores
+            the admissible actions (``mode: score``) sees each of them as a candidate reply anyway; without the
+            list its ALFWorld prompts are about 45% shorter, so it trains and acts about twice as fast.
     """
 
     FAMILIES: tuple[str, ...] = ("alfworld", "webshop", "textworld", "crafting", "generic")
@@ -133,6 +136,7 @@ class ReActAgent:
         max_history_chars: int = 13_000,
         action_projection_tail: int | None = None,
         action_memory: int = 0,
+        list_actions: bool = True,
     ):
         if isinstance(env_family, PromptFamily):
             self.family = env_family
@@ -157,6 +161,7 @@ class ReActAgent:
         self.max_history_chars = max_history_chars
         self.action_projection_tail = tail
         self.action_memory = action_memory
+        self.list_actions = bool(list_actions)
         self._episodes: list[_Episode] = []
 
     @classmethod
@@ -200,7 +205,7 @@ class ReActAgent:
         task = self._task(episode, observation, info)
         family = self.family
         current = family.format_observation(observation, task)
-        actions_section = family.format_action_list(family.listed_actions(info))
+        actions_section = family.format_action_list(family.listed_actions(info)) if self.list_actions else ""
 
         if episode.steps and self.history_length > 0:
             shown = episode.steps[-self.history_length:]

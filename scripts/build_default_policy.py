@@ -70,13 +70,33 @@ DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
 STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package")
 #: How the ReAct agent prompts the policy, in collection and evaluation alike (the trainer reads it back from
 #: agentrl.json): no <think>, the last 2 steps in full, and the actions of up to 12 older steps in one line, so
-#: that the policy can see which receptacles it has searched already.
+#: that the policy can see which receptacles it has searched already. ``--no-action-list`` adds
+#: ``list_actions: False``; the settings a cache was collected with are kept in ``demos/agent.json``
+#: (:func:`agent_settings`).
 AGENT = {"think": False, "history_length": 2, "action_memory": 12}
 HARMLESS = ("go to ", "open ", "close ", "examine ")
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def agent_settings(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The ReAct agent settings of this build: those the cache's demonstrations were rendered with
+    (``demos/agent.json``; a cache from before that file used :data:`AGENT`), else those the arguments ask for.
+    Training, DAgger, evaluation and the packaged ``agentrl.json`` must all prompt as collection did."""
+    asked = {**AGENT, "list_actions": not args.no_action_list}
+    path = work / "demos" / "agent.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+    elif (work / "demos").is_dir():
+        cached = {**AGENT, "list_actions": True}
+    else:
+        return asked
+    if cached != asked:
+        raise SystemExit(f"{work} was collected with agent settings {cached}, not {asked}: pass the same "
+                         f"--no-action-list or another --work")
+    return cached
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -226,7 +246,8 @@ def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, i
 
 
 def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
-                    play: Callable[[Any, Any, int, str, list[dict], Counter], None]) -> dict[str, Any]:
+                    play: Callable[[Any, Any, int, str, list[dict], Counter], None],
+                    agent_settings: dict[str, Any]) -> dict[str, Any]:
     """The loop of an ALFWorld collection worker: ``play(env, agent, index, task_id, demos, stats)`` for each game,
     its demonstrations appended to ``out_path`` when the game is done. Resumable: games already in the file
     (written whole) are not played again. A game the engine cannot play is skipped and counted; no game is started
@@ -236,7 +257,7 @@ def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
     from agentrl import envs
 
     env = envs.make("alfworld", expert=True, max_steps=60)
-    agent = ReActAgent("alfworld", **AGENT)
+    agent = ReActAgent("alfworld", **agent_settings)
     stats: Counter = Counter()
     done: list[str] = []
     if Path(out_path).is_file():
@@ -266,7 +287,8 @@ def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
 
 
 def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
-                           out_path: str, minutes: float | None = None, walkthroughs: bool = True) -> dict[str, Any]:
+                           out_path: str, minutes: float | None, walkthroughs: bool,
+                           agent_settings: dict[str, Any]) -> dict[str, Any]:
     """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
     walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given."""
     import torch
@@ -282,18 +304,18 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
         stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
                                                detour_prob=0.2)
 
-    return _alfworld_games(task_ids, out_path, minutes, play)
+    return _alfworld_games(task_ids, out_path, minutes, play, agent_settings)
 
 
 def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: int, out_path: str,
-                   detour_prob: float = 0.0) -> dict[str, Any]:
+                   detour_prob: float, agent_settings: dict[str, Any]) -> dict[str, Any]:
     """Demonstrations of a non-ALFWorld env from its expert (one episode per task, optional detours)."""
     from agentrl.agents.react import ReActAgent
 
     from agentrl import envs
 
     env = envs.make(env_name, expert=True, **env_args)
-    agent = ReActAgent(ReActAgent.family_for_env(env_name), **AGENT)
+    agent = ReActAgent(ReActAgent.family_for_env(env_name), **agent_settings)
     rng = random.Random(seed)
     ids = list(env.unwrapped.task_ids(split))
     rng.shuffle(ids)
@@ -338,7 +360,9 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
     from agentrl import envs
 
     demos_dir = work / "demos"
+    settings = agent_settings(args, work)
     demos_dir.mkdir(parents=True, exist_ok=True)
+    (demos_dir / "agent.json").write_text(json.dumps(settings))
     t0 = time.perf_counter()
     env = envs.make("alfworld")
     base = env.unwrapped
@@ -371,11 +395,11 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
         path = demos_dir / f"alfworld-{i}.jsonl"
         jobs.append((path.stem, collect_alfworld_shard,
                      (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes,
-                      "alfworld/walkthrough" not in _skip_kinds(args))))
+                      "alfworld/walkthrough" not in _skip_kinds(args), settings)))
     for name, count, detour in (("webshop", args.webshop_goals, 0.1), ("crafting", args.crafting_tasks, 0.1),
                                 ("textworld", args.textworld_games, 0.1)):
         jobs.append((name, collect_simple, (name, {}, "train", count, args.seed, str(demos_dir / f"{name}.jsonl"),
-                                            detour)))
+                                            detour, settings)))
     todo = [(name, fn, fargs) for name, fn, fargs in jobs if not _done_marker(demos_dir / f"{name}.jsonl").is_file()]
     for name, *_ in todo:  # a part that did not finish starts again, ALFWorld shards from their last whole game
         if not name.startswith("alfworld"):
@@ -619,8 +643,8 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
 
 
 def dagger_alfworld_shard(model: str, task_ids: list[str], prior: dict[str, dict[str, int]],
-                          temperatures: list[float], seed: int, out_path: str,
-                          minutes: float | None = None) -> dict[str, Any]:
+                          temperatures: list[float], seed: int, out_path: str, minutes: float | None,
+                          agent_settings: dict[str, Any]) -> dict[str, Any]:
     """Worker: one episode of policy ``model`` per game and temperature (:func:`_policy_episode`), labelled by
     :class:`SearchingExpert`, appended to ``out_path`` game by game (resumable); stops taking games after
     ``minutes``."""
@@ -638,7 +662,7 @@ def dagger_alfworld_shard(model: str, task_ids: list[str], prior: dict[str, dict
                                      seed + index, expert=SearchingExpert(wanted, prior))
             stats[f"won_T{temperature:g}"] += won
 
-    return _alfworld_games(task_ids, out_path, minutes, play)
+    return _alfworld_games(task_ids, out_path, minutes, play, agent_settings)
 
 
 def _dagger_rounds(work: Path, rounds: int) -> list[Path]:
@@ -673,6 +697,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
 
     if args.dagger_rounds <= 0:
         return
+    settings = agent_settings(args, work)
     val_games = set(json.loads((work / "demos" / "val_games.json").read_text()))
     games = [g for name, stats in _done_stats(work / "demos").items() if name.startswith("alfworld")
              for g in stats["games_used"] if g not in val_games]
@@ -692,7 +717,8 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
             log(f"dagger {r}: playing {previous} on up to {len(games)} train games in {args.workers} processes "
                 f"for {args.dagger_minutes:g} min")
             with mp.get_context("spawn").Pool(len(todo)) as pool:
-                pending = [(path, pool.apply_async(dagger_alfworld_shard, (*fargs, str(path), args.dagger_minutes)))
+                pending = [(path, pool.apply_async(dagger_alfworld_shard,
+                                                          (*fargs, str(path), args.dagger_minutes, settings)))
                            for path, fargs in todo]
                 for path, result in pending:
                     stats = result.get()
@@ -746,7 +772,7 @@ MODEL_AGENTS = {"greedy": ("score", 0.0), "score": ("score", 0.4), "generate": (
 
 
 def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | None, agent: str, model: str,
-                 seed: int, workers: int) -> dict[str, Any]:
+                 seed: int, workers: int, agent_settings: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
@@ -759,7 +785,7 @@ def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | No
     t0 = time.perf_counter()
     if agent in MODEL_AGENTS:
         mode, temperature = MODEL_AGENTS[agent]
-        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, **AGENT,
+        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, **agent_settings,
                                 temperature=temperature, workers=workers, seed=seed)
     else:
         env = envs.make(env_name, expert=agent == "expert")
@@ -792,7 +818,8 @@ def stage_eval(args: argparse.Namespace, work: Path) -> None:
     todo = [j for j in wanted if not (_results_dir(work, model, j[4]) / f"{j[0]}.json").is_file()]
     log(f"eval: {model}: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        pending = [(job, pool.apply_async(run_eval_job, (*job, str(model), args.seed, 0))) for job in todo]
+        settings = agent_settings(args, work)
+        pending = [(job, pool.apply_async(run_eval_job, (*job, str(model), args.seed, 0, settings))) for job in todo]
         for (name, *_, agent), result in pending:
             row = result.get()
             results_dir = _results_dir(work, model, agent)
@@ -806,9 +833,6 @@ def stage_eval(args: argparse.Namespace, work: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Stage 5: package
 # ----------------------------------------------------------------------------------------------------------------
-
-#: How the policy is meant to be driven: written next to the weights (``agentrl.json``) and read by the trainer.
-AGENT_SETTINGS = {**AGENT, "mode": "score"}
 
 
 def _success_cell(cell: dict) -> str:
@@ -858,7 +882,8 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     AutoTokenizer.from_pretrained(final).save_pretrained(staging)
     games = len({g for k, v in collect.items() if k.startswith("alfworld") for g in v.get("games_used", [])})
     build = {
-        "name": "agentrl-tiny", "agent": AGENT_SETTINGS, "seed": args.seed,
+        # How the policy is meant to be driven: written next to the weights (agentrl.json), read by the trainer.
+        "name": "agentrl-tiny", "agent": {**agent_settings(args, work), "mode": "score"}, "seed": args.seed,
         "architecture": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers,
                          "vocab": args.vocab, "parameters": train["parameters"], "tied_embeddings": True},
         "data": {name: _summary(stats) for name, stats in collect.items()},
@@ -963,6 +988,8 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
                             for k, v in build["data"].items())
     dagger_text = _dagger_text(build, before or {})
+    listing = ("" if build["agent"].get("list_actions", True) else
+               "no list of the admissible actions in the prompt (`agent.list_actions: false`), ")
     return f"""# agentrl-tiny: the embedded default CPU policy
 
 A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP
@@ -973,7 +1000,7 @@ model (for example Qwen2.5-1.5B-Instruct).
 
 Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
 {build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older steps in one
-line (`agent.action_memory`), and choosing among the admissible actions by their likelihood (`agent.mode: score`);
+line (`agent.action_memory`), {listing}and choosing among the admissible actions by their likelihood (`agent.mode: score`);
 these settings are in `agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model.
 Free generation (`agent.mode: generate`) works too and is measured below.
 
@@ -1054,6 +1081,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=100,
                         help="SFT steps between checkpoints (and after each epoch); a rerun resumes from the latest")
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)
+    parser.add_argument("--no-action-list", action="store_true",
+                        help="prompts without the list of admissible actions (agent.list_actions: false): the "
+                             "policy scores each of them anyway, and ALFWorld prompts are ~45%% shorter")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
     parser.add_argument("--dagger-rounds", type=int, default=0,
                         help="DAgger rounds after SFT (default 0: one round did not improve closed-loop success)")

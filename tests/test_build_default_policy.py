@@ -49,27 +49,41 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
             assert row.choice_ids[row.expert_index] == policy.choice_token_ids(demo["reply"])
 
 
-def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build):
-    """Collection and the shipped agentrl.json use one set of agent settings: the prompts trained on are the
-    prompts the trainer will show (here: older actions listed once the history of 2 scrolls past them)."""
+def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build, tmp_path):
+    """Collection, training, evaluation and the shipped agentrl.json use one set of agent settings, those the cache
+    was collected with: the prompts trained on are the prompts the trainer will show (here: older actions listed
+    once the history of 2 scrolls past them, and no action list with --no-action-list)."""
+    import json
     import random
 
     import agentrl.envs as envs
     from agentrl.agents.react import ReActAgent
 
-    assert build.AGENT_SETTINGS == {**build.AGENT, "mode": "score"} and build.AGENT["action_memory"] > 0
+    assert build.AGENT["action_memory"] > 0
+    short = build.parse_args(["--no-action-list"])
+    assert build.agent_settings(short, tmp_path / "new") == {**build.AGENT, "list_actions": False}
+    legacy = tmp_path / "legacy"  # a cache collected before demos/agent.json: the reference prompt's list
+    (legacy / "demos").mkdir(parents=True)
+    assert build.agent_settings(build.parse_args([]), legacy) == {**build.AGENT, "list_actions": True}
+    with pytest.raises(SystemExit, match="--no-action-list"):
+        build.agent_settings(short, legacy)
+    (legacy / "demos" / "agent.json").write_text(json.dumps({**build.AGENT, "list_actions": False}))
+    assert build.agent_settings(short, legacy)["list_actions"] is False
+
     env = envs.make("crafting", expert=True)
-    agent = ReActAgent("crafting", **build.AGENT)
-    for task_id in env.unwrapped.task_ids("train"):  # the first task whose expert episode has 4 steps or more
-        episode: list[dict] = []
-        if build._expert_episode(env, agent, "crafting", task_id, "expert", episode, random.Random(0)) \
-                and len(episode) >= 4:
-            break
+    for listed in (True, False):
+        agent = ReActAgent("crafting", **{**build.AGENT, "list_actions": listed})
+        for task_id in env.unwrapped.task_ids("train"):  # the first task whose expert episode has 4 steps or more
+            episode: list[dict] = []
+            if build._expert_episode(env, agent, "crafting", task_id, "expert", episode, random.Random(0)) \
+                    and len(episode) >= 4:
+                break
+        assert len(episode) >= 4
+        assert "Your action" not in episode[2]["prompt"]  # steps 1-2 are still in the history
+        assert "Your action at step 1 was: " in episode[3]["prompt"]
+        assert all(d["reply"] in d["candidates"] for d in episode)
+        assert all(("Your admissible actions" in d["prompt"]) == listed for d in episode)
     env.close()
-    assert len(episode) >= 4
-    assert "Your action" not in episode[2]["prompt"]  # steps 1-2 are still in the history
-    assert "Your action at step 1 was: " in episode[3]["prompt"]
-    assert all(d["reply"] in d["candidates"] for d in episode)
 
 
 def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_action(build):

@@ -94,9 +94,11 @@ def test_no_model_means_the_embedded_policy_on_a_cpu_with_its_agent_settings(mon
 def test_a_model_folders_agentrl_json_sets_agent_defaults(tmp_path):
     folder = tmp_path / "policy"
     folder.mkdir()
-    (folder / "agentrl.json").write_text('{"agent": {"think": false, "history_length": 3, "mode": "score"}}')
+    (folder / "agentrl.json").write_text(
+        '{"agent": {"think": false, "history_length": 3, "mode": "score", "list_actions": false}}')
     config = build_config(None, {"model.path": str(folder)})
     assert (config.agent.think, config.agent.history_length, config.agent.mode) == (False, 3, "score")
+    assert config.agent.list_actions is False and build_config(None, {}).agent.list_actions is True
     file = tmp_path / "run.yaml"
     file.write_text("agent:\n  history_length: 1\n")
     assert build_config(file, {"model.path": str(folder)}).agent.history_length == 1

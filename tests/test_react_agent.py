@@ -147,6 +147,23 @@ def test_action_memory_lists_the_actions_older_than_the_history(crafting):
             assert text.replace(f" Your actions at steps {first}-{steps - 2} were: {'; '.join(older)}.", "") == plain
 
 
+def test_list_actions_off_drops_only_the_action_list_and_keeps_the_candidates(crafting):
+    obs, info = start(crafting)
+    listed, bare = ReActAgent("crafting", think=False), ReActAgent("crafting", think=False, list_actions=False)
+    for agent in (listed, bare):
+        agent.reset(1)
+    for step in range(4):  # the no-history prompt first, then history prompts
+        full, short = listed.prompt(0, obs, info), bare.prompt(0, obs, info)
+        section = full[full.index("Your admissible actions"):full.index("\n\nNow choose")] + "\n"
+        assert "Your admissible actions" not in short and len(short) < len(full)
+        assert short == full.replace(section, "")  # nothing else changes, and no empty line is left behind
+        assert obs in short and short.rstrip().endswith("and nothing else.")
+        assert bare.candidates(info) == listed.candidates(info) and bare.candidate_actions(info)
+        for agent in (listed, bare):
+            agent.record(0, obs, info["expert_action"])
+        obs, _, _, _, info = crafting.step(info["expert_action"])
+
+
 def test_history_length_zero_never_shows_history(crafting):
     obs, info = start(crafting)
     agent = ReActAgent("crafting", history_length=0)

@@ -75,6 +75,12 @@ def test_resumed_run_reaches_the_same_weights_as_an_uninterrupted_one(tmp_path):
         assert (straight[key] == split[key]).all(), key
 
 
+def test_the_trainers_agent_prompts_as_configured(tmp_path):
+    trainer = Trainer(small_config("grpo", "score", 1, **{"agent.list_actions": False, "agent.action_memory": 3}),
+                      run_dir=tmp_path / "run")
+    assert (trainer.agent.list_actions, trainer.agent.action_memory, trainer.agent.think) == (False, 3, False)
+
+
 def test_missing_model_and_bad_algo_options(tmp_path):
     no_model = build_config(None, {"env.name": "crafting", "model.path": "tiny-random"})
     no_model.model.path = None  # what a GPU machine gets when no --model is given (models.default_model)

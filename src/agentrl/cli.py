@@ -202,7 +202,8 @@ def eval_command(
         given = {key: value for key, value in (("mode", mode), ("think", think)) if value is not None}
         settings = from_dict(AgentSection, {**recommended_agent_settings(model), **given}, "agent")
         err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
-                          f"{settings.history_length}, action_memory {settings.action_memory}", markup=False,
+                          f"{settings.history_length}, action_memory {settings.action_memory}, list_actions "
+                          f"{'on' if settings.list_actions else 'off'}", markup=False,
                           highlight=False)
         with Progress(*columns, console=err_console) as progress:
             bar = progress.add_task(f"{env} {model}", total=None, success=0.0)

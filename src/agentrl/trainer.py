@@ -95,8 +95,8 @@ def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) 
 
 def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
                    env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
-                   think: bool = True, history_length: int = 2, action_memory: int = 0, workers: int = 0,
-                   seed: int = 0, generation: GenerationConfig | None = None,
+                   think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
+                   workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
                    cache_dir: str | Path = "runs/models",
                    attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
     """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
@@ -110,7 +110,7 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     task_ids = task_ids[:episodes] if episodes is not None else task_ids
     policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
     agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think,
-                       action_memory=action_memory)
+                       action_memory=action_memory, list_actions=list_actions)
     config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
     start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
@@ -196,7 +196,7 @@ class Trainer:
             self.train_tasks = self.train_tasks[: cfg.env.train_tasks]
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
                                 history_length=cfg.agent.history_length, think=cfg.agent.think,
-                                action_memory=cfg.agent.action_memory)
+                                action_memory=cfg.agent.action_memory, list_actions=cfg.agent.list_actions)
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
         # (re)written, so a bad name given for an existing run directory leaves that run as it was.
         self.run_dir.mkdir(parents=True, exist_ok=True)
