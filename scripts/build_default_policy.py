@@ -591,13 +591,15 @@ def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpar
 
     sft(policy, train_demos, mode=args.sft_mode, epochs=epochs, lr=lr, batch_size=args.batch_size,
         seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step,
-        checkpoint_dir=checkpoints, checkpoint_every=args.checkpoint_every)
+        checkpoint_dir=checkpoints, checkpoint_every=args.checkpoint_every,
+        micro_batch_tokens=args.micro_batch_tokens)
     return {"parameters": policy.num_parameters(), "train_demos": len(train_demos), "val_demos": len(val_demos),
             "tokens_per_epoch": tokens, "epochs": history,
             "seconds": earlier["seconds"] + time.perf_counter() - t0,
             "threads": args.threads, "kinds": Counter(f"{d['env']}/{d['kind']}" for d in train_rows),
             "mode": args.sft_mode, "max_candidates": args.max_candidates, "lr": lr,
-            "batch_size": args.batch_size, "bf16_autocast": bf16_autocast_pays(policy.model)}
+            "batch_size": args.batch_size, "micro_batch_tokens": args.micro_batch_tokens,
+            "bf16_autocast": bf16_autocast_pays(policy.model)}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -905,7 +907,7 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
         raise SystemExit(f"the packaged policy is {size / 2**20:.1f} MiB, over the 16 MiB budget")
 
 
-def limitations(rows: dict[str, dict]) -> str:
+def limitations(rows: dict[str, dict], dagger: bool) -> str:
     ways = {"greedy": "choosing the best admissible action", "score": "sampling at T=0.4",
             "generate": "by free generation"}
     measured = []
@@ -914,16 +916,18 @@ def limitations(rows: dict[str, dict]) -> str:
         if cell:
             measured.append(f"{_success_cell(cell)} {ways[agent]}")
     summary = f"In closed loop it wins {', '.join(measured)} of the valid_unseen games. " if measured else ""
+    states = ("It was trained on the states the expert's episodes reach (with searches and detours) and, by DAgger, "
+              "on states its own play reached; where its top choice is wrong and the observation stops changing, "
+              "choosing greedily it can still repeat that move to the step limit" if dagger else
+              "It was trained only on states the expert's episodes reach (with searches and detours), never on the "
+              "states its own mistakes lead to: after a wrong move (using the desk lamp before holding the object, "
+              "putting the object back) the observation stops changing and the best admissible action stays the "
+              "same, so choosing greedily it repeats that move to the step limit")
     return (f"{summary}The issue's first recipe (3.4M parameters, 3.5k steps) reached 31% choosing the best "
             "admissible action and 11% by free generation on 36 of these games. A policy this small imitates; it "
-            "does not reason. It was trained only on states the expert's episodes reach (with searches and "
-            "detours), never on the states its own mistakes lead to: after a wrong move (using the desk lamp "
-            "before holding the object, putting the object back) the observation stops changing and the best "
-            "admissible action stays the same, so choosing greedily it repeats that move to the step limit; "
-            "sampling breaks some of those loops. It has seen few WebShop pages, TextWorld games and Crafting "
-            "tasks. It makes the main job run end to end on a CPU with a trained policy; what to change next is in "
-            "the issue notes (states reached by the policy itself labelled by the planner, DAgger-style; more "
-            "epochs).")
+            f"does not reason. {states}; sampling breaks some of those loops. It has seen few WebShop pages, "
+            "TextWorld games and Crafting tasks. It makes the main job run end to end on a CPU with a trained "
+            "policy.")
 
 
 def _dagger_text(build: dict, before: dict[str, dict]) -> str:
@@ -1044,7 +1048,7 @@ schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s)
 {dagger_text}
 ## Limitations
 
-{limitations(rows)}
+{limitations(rows, bool(build.get('dagger')))}
 """
 
 
@@ -1078,6 +1082,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="candidate replies per state in the scoring loss: the expert's + random others (0: all)")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--micro-batch-tokens", type=int, default=2048,
+                        help="a batch is computed in micro-batches of rows of similar width, at most this many "
+                             "padded tokens each (0: one pass); same step, less padding")
     parser.add_argument("--checkpoint-every", type=int, default=100,
                         help="SFT steps between checkpoints (and after each epoch); a rerun resumes from the latest")
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)

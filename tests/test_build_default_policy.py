@@ -180,7 +180,7 @@ def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(buil
     rows = [{"env": "alfworld", "kind": "search", "prompt": f"You see shelf {k}.", "reply": candidates[k % 6],
              "candidates": candidates} for k in range(12)]
     args = argparse.Namespace(max_prompt_tokens=256, max_candidates=3, seed=0, sft_mode="both", batch_size=4,
-                              checkpoint_every=2, threads=1)
+                              checkpoint_every=2, threads=1, micro_batch_tokens=2048)
     out = tmp_path / "sft"
     messages = []
 

@@ -105,3 +105,33 @@ def test_an_interrupted_sft_resumes_from_its_checkpoint_to_the_same_weights(tmp_
 
     with pytest.raises(CheckpointError, match="epochs"):
         sft(HFPolicy(model_dir, device="cpu"), demos, checkpoint_dir=run_dir, **{**settings, "epochs": 3})
+
+
+def test_micro_batches_of_similar_width_give_the_same_step_with_less_padding(tmp_path):
+    from agentrl.sft import _batch_loss, _micro_batches, _width
+
+    model_dir = save_tiny_model(tmp_path / "m", seed=5)
+    demos = collect_demonstrations("crafting", HFPolicy(model_dir, device="cpu"), ReActAgent("crafting", think=False),
+                                   tasks=2, max_prompt_tokens=256)
+    widths = [_width(d, "both") for d in demos]
+    budget = 3 * max(widths)
+    groups = _micro_batches(demos, list(range(len(demos))), "both", budget)
+    assert sorted(i for g in groups for i in g) == list(range(len(demos))) and len(groups) > 1
+    assert all(len(g) * max(widths[i] for i in g) <= budget for g in groups)
+    padded = sum(len(g) * max(widths[i] for i in g) for g in groups)
+    assert padded < len(demos) * max(widths)
+
+    # The same mean loss, and the same gradient, as one pass over the whole batch.
+    model = HFPolicy(model_dir, device="cpu").model
+    gradients = []
+    for micro_batches in ([list(range(len(demos)))], groups):
+        model.zero_grad()
+        for group in micro_batches:
+            (_batch_loss(model, [demos[i] for i in group], "both") * len(group) / len(demos)).backward()
+        gradients.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert torch.allclose(gradients[0], gradients[1], atol=1e-5) and gradients[0].abs().max() > 1e-2
+
+    settings = dict(mode="both", epochs=1, lr=1e-3, batch_size=len(demos), bf16=False)  # one step: its loss
+    (loss_one,) = sft(HFPolicy(model_dir, device="cpu"), demos, micro_batch_tokens=0, **settings)
+    (loss_micro,) = sft(HFPolicy(model_dir, device="cpu"), demos, micro_batch_tokens=budget, **settings)
+    assert abs(loss_one - loss_micro) < 1e-5
