@@ -11,8 +11,8 @@ how it is made, end to end and seeded; every stage caches its output under ``--w
 Stages:
 
 1. ``collect``: expert trajectories of our own environments, rendered exactly as the ReAct agent (``AGENT``:
-   no-think mode, history 2, the actions of 12 older steps) renders them during RL, each step labelled with the
-   expert's action:
+   no-think mode, history 2, the actions of 12 older steps, no list of admissible actions unless
+   ``--list-actions``) renders them during RL, each step labelled with the expert's action:
 
    - ALFWorld train games, two kinds of episodes per game (three when the walkthrough is trained on, see
      ``--skip-kinds``): a *search* episode, in which the
@@ -70,9 +70,9 @@ DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
 STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package")
 #: How the ReAct agent prompts the policy, in collection and evaluation alike (the trainer reads it back from
 #: agentrl.json): no <think>, the last 2 steps in full, and the actions of up to 12 older steps in one line, so
-#: that the policy can see which receptacles it has searched already. ``--no-action-list`` adds
-#: ``list_actions: False``; the settings a cache was collected with are kept in ``demos/agent.json``
-#: (:func:`agent_settings`).
+#: that the policy can see which receptacles it has searched already. Without ``--list-actions`` the prompts have
+#: no list of admissible actions (``list_actions: False``); the settings a cache was collected with are kept in
+#: ``demos/agent.json`` (:func:`agent_settings`).
 AGENT = {"think": False, "history_length": 2, "action_memory": 12}
 HARMLESS = ("go to ", "open ", "close ", "examine ")
 
@@ -85,7 +85,7 @@ def agent_settings(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The ReAct agent settings of this build: those the cache's demonstrations were rendered with
     (``demos/agent.json``; a cache from before that file used :data:`AGENT`), else those the arguments ask for.
     Training, DAgger, evaluation and the packaged ``agentrl.json`` must all prompt as collection did."""
-    asked = {**AGENT, "list_actions": not args.no_action_list}
+    asked = {**AGENT, "list_actions": args.list_actions}
     path = work / "demos" / "agent.json"
     if path.is_file():
         cached = json.loads(path.read_text())
@@ -95,7 +95,7 @@ def agent_settings(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         return asked
     if cached != asked:
         raise SystemExit(f"{work} was collected with agent settings {cached}, not {asked}: pass the same "
-                         f"--no-action-list or another --work")
+                         f"--list-actions or another --work")
     return cached
 
 
@@ -1088,9 +1088,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=100,
                         help="SFT steps between checkpoints (and after each epoch); a rerun resumes from the latest")
     parser.add_argument("--max-prompt-tokens", type=int, default=1024)
-    parser.add_argument("--no-action-list", action="store_true",
-                        help="prompts without the list of admissible actions (agent.list_actions: false): the "
-                             "policy scores each of them anyway, and ALFWorld prompts are ~45%% shorter")
+    parser.add_argument("--list-actions", action="store_true",
+                        help="prompts with the list of admissible actions (agent.list_actions: true, the reference "
+                             "prompt); by default they have none: the policy scores each action anyway, and "
+                             "ALFWorld prompts are ~45%% shorter")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
     parser.add_argument("--dagger-rounds", type=int, default=0,
                         help="DAgger rounds after SFT (default 0: one round did not improve closed-loop success)")

@@ -52,7 +52,7 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
 def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build, tmp_path):
     """Collection, training, evaluation and the shipped agentrl.json use one set of agent settings, those the cache
     was collected with: the prompts trained on are the prompts the trainer will show (here: older actions listed
-    once the history of 2 scrolls past them, and no action list with --no-action-list)."""
+    once the history of 2 scrolls past them, and an action list only with --list-actions)."""
     import json
     import random
 
@@ -60,12 +60,12 @@ def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_wi
     from agentrl.agents.react import ReActAgent
 
     assert build.AGENT["action_memory"] > 0
-    short = build.parse_args(["--no-action-list"])
+    short, listed = build.parse_args([]), build.parse_args(["--list-actions"])
     assert build.agent_settings(short, tmp_path / "new") == {**build.AGENT, "list_actions": False}
     legacy = tmp_path / "legacy"  # a cache collected before demos/agent.json: the reference prompt's list
     (legacy / "demos").mkdir(parents=True)
-    assert build.agent_settings(build.parse_args([]), legacy) == {**build.AGENT, "list_actions": True}
-    with pytest.raises(SystemExit, match="--no-action-list"):
+    assert build.agent_settings(listed, legacy) == {**build.AGENT, "list_actions": True}
+    with pytest.raises(SystemExit, match="--list-actions"):
         build.agent_settings(short, legacy)
     (legacy / "demos" / "agent.json").write_text(json.dumps({**build.AGENT, "list_actions": False}))
     assert build.agent_settings(short, legacy)["list_actions"] is False

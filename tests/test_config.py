@@ -98,7 +98,8 @@ def test_a_model_folders_agentrl_json_sets_agent_defaults(tmp_path):
         '{"agent": {"think": false, "history_length": 3, "mode": "score", "list_actions": false}}')
     config = build_config(None, {"model.path": str(folder)})
     assert (config.agent.think, config.agent.history_length, config.agent.mode) == (False, 3, "score")
-    assert config.agent.list_actions is False and build_config(None, {}).agent.list_actions is True
+    assert config.agent.list_actions is False
+    assert build_config(None, {"model.path": "tiny-random"}).agent.list_actions is True  # nothing recommended
     file = tmp_path / "run.yaml"
     file.write_text("agent:\n  history_length: 1\n")
     assert build_config(file, {"model.path": str(folder)}).agent.history_length == 1
