@@ -1004,8 +1004,8 @@ model (for example Qwen2.5-1.5B-Instruct).
 
 Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
 {build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older steps in one
-line (`agent.action_memory`), {listing}and choosing among the admissible actions by their likelihood (`agent.mode: score`);
-these settings are in `agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model.
+line (`agent.action_memory`), {listing}and choosing among the admissible actions by their likelihood
+(`agent.mode: score`); these settings are in `agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model.
 Free generation (`agent.mode: generate`) works too and is measured below.
 
 ## Results

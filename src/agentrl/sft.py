@@ -160,10 +160,11 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
     loss)`` reports progress.
 
     ``checkpoint_dir``: write checkpoints under ``checkpoint_dir/checkpoints/`` (weights, optimizer state, progress;
-    the atomic layout of :mod:`agentrl.checkpoint`) after every epoch and every ``checkpoint_every`` steps, and start from the latest one
-    found there: an interrupted run continues where it stopped, with the same batches and learning rates, and ends
-    with the weights an uninterrupted run would have. ``on_epoch`` is called for the epochs finished in this call;
-    the returned losses cover all epochs. A checkpoint written for other data or settings is refused.
+    the atomic layout of :mod:`agentrl.checkpoint`) after every epoch and every ``checkpoint_every`` steps, and
+    start from the latest one found there: an interrupted run continues where it stopped, with the same batches and
+    learning rates, and ends with the weights an uninterrupted run would have. ``on_epoch`` is called for the
+    epochs finished in this call; the returned losses cover all epochs. A checkpoint written for other data or
+    settings is refused.
     """
     from agentrl.learner import bf16_autocast_pays
 
