@@ -35,9 +35,10 @@ Stages:
    only what the agent sees would do (``SearchingExpert``: search the likely receptacles until the object is in
    sight, then the planner), and it is fine-tuned on those rows plus a replay of the demonstrations above. SFT
    alone taught only the states the expert reaches; after one wrong move the SFT policy repeats it to the step
-   limit. Off by default: one round (3.0k labelled states from 153 games, 15 min of play; 30 min of fine-tuning at
-   lr 5e-4 with 3k replayed rows) left valid_unseen at 0/134 greedy and 2/134 at T=0.4 (SFT: 0 and 3), the loop's
-   move still the top choice (probability 0.51 → 0.37 in a probed state). The shipped policy is the SFT model.
+   limit. Off by default: on the previous build (prompts with the action list), one round (3.0k labelled states
+   from 153 games, 15 min of play; 30 min of fine-tuning at lr 5e-4 with 3k replayed rows) left valid_unseen at
+   0/134 greedy and 2/134 at T=0.4 (SFT: 0 and 3), the loop's move still the top choice (probability 0.51 → 0.37
+   in a probed state). The shipped policy is the SFT model.
 5. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
    ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``greedy``, as the
    issue's reference was measured), sampling it at temperature 0.4 as the trainer evaluates (``score``), and by
@@ -552,7 +553,7 @@ def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpar
     """SFT of ``policy`` on demonstration rows (``--sft-mode``, sampled candidates, cosine schedule); returns the
     report written next to the weights (losses per epoch, data, time). Checkpoints go to ``<out>-checkpoints``
     every ``--checkpoint-every`` steps and after each epoch, and a rerun resumes from the latest (an epoch here
-    takes about an hour); the folder is removed once the caller has saved the model."""
+    takes about half an hour); the folder is removed once the caller has saved the model."""
     from agentrl.learner import bf16_autocast_pays
     from agentrl.sft import checkpoint_dir_for, sft, sft_loss
 
@@ -720,7 +721,7 @@ def stage_dagger(args: argparse.Namespace, work: Path) -> None:
                 f"for {args.dagger_minutes:g} min")
             with mp.get_context("spawn").Pool(len(todo)) as pool:
                 pending = [(path, pool.apply_async(dagger_alfworld_shard,
-                                                          (*fargs, str(path), args.dagger_minutes, settings)))
+                                                   (*fargs, str(path), args.dagger_minutes, settings)))
                            for path, fargs in todo]
                 for path, result in pending:
                     stats = result.get()
