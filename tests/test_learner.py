@@ -295,6 +295,41 @@ def test_token_mean_scopes_weight_micro_batches_as_documented() -> None:
         assert stats["grad_norm"] == pytest.approx(gradient.norm().item(), rel=1e-4), scope
 
 
+def test_micro_batches_group_rows_by_width_without_changing_the_step() -> None:
+    """Scoring rows (one loss token each) under verl's micro-batch token mean: 10 rows in micro-batches of 4. The
+    full micro-batches regroup the shuffle's first 8 rows by width (less padding, and a packed row's attention is
+    quadratic in its width); the short one keeps the shuffle's last 2, which that mean weighs double; so the step
+    is the one over the shuffled micro-batches, computed here by hand."""
+    policy = fresh_policy()
+    texts = [" ".join(USER_TURNS[:1 + i % 4]) + " step" * (3 * i) for i in range(10)]
+    prompts = [policy.render([{"role": "user", "content": text}]) for text in texts]
+    pool = CANDIDATES[0] + CANDIDATES[1]
+    candidates = [pool[:1 + (7 * i) % 5] for i in range(10)]
+    choices = policy.score_choices(prompts, candidates, seed=0)
+    samples = [TrainingSample.from_choice(c, a) for c, a in zip(choices, [1.0, -1.0, 0.5, -0.5, 2.0] * 2)]
+    config = exact_config(lr=0.0, mini_batch_size=10, micro_batch_size=4, grad_clip=None, seed=3)
+
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(3)).tolist()
+    [micro_batches] = Learner(fresh_policy(), config)._mini_batches(samples)
+    assert [len(m) for m in micro_batches] == [4, 4, 2]
+    assert micro_batches[2] == order[8:]
+    regrouped = micro_batches[0] + micro_batches[1]
+    assert sorted(regrouped) == sorted(order[:8])
+    widths = [samples[i].width for i in regrouped]
+    assert widths == sorted(widths) and widths != [samples[i].width for i in order[:8]]
+
+    probe = Learner(fresh_policy(), config)
+    gradient = 0
+    for micro in (order[:4], order[4:8], order[8:]):
+        probe.optimizer.zero_grad()
+        batch = [samples[i] for i in micro]
+        loss, _ = probe._micro_batch_loss(batch, torch.tensor([s.old_logprobs[0] for s in batch]))
+        (loss / 3).backward()  # the mean of the 3 micro-batch token means
+        gradient = gradient + torch.cat([p.grad.flatten() for p in probe.parameters])
+    stats = Learner(fresh_policy(), config).update(samples)
+    assert stats["grad_norm"] == pytest.approx(gradient.norm().item(), rel=1e-5)
+
+
 def test_reference_is_the_initial_model() -> None:
     policy = fresh_policy()
     samples = rollout(policy)

@@ -248,6 +248,13 @@ class TrainingSample:
         return self.choice_ids is not None
 
     @property
+    def width(self) -> int:
+        """Tokens in this row's forward pass: prompt and reply (scoring mode: prompt and every candidate, packed)."""
+        if self.is_choice:
+            return len(self.prompt_ids) + sum(len(ids) for ids in self.choice_ids)
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    @property
     def n_loss_tokens(self) -> int:
         """Tokens this row contributes to the token mean (1 for a scoring-mode row)."""
         return 1 if self.is_choice else len(self.response_ids)
@@ -462,7 +469,7 @@ class Learner:
             if not samples:
                 return self._empty_update_stats(n_given)
         # The whole schedule first: epochs → mini-batches (optimizer steps) → micro-batches (row indices).
-        schedule = [self._mini_batches(len(samples)) for _ in range(config.ppo_epochs)]
+        schedule = [self._mini_batches(samples) for _ in range(config.ppo_epochs)]
         if self.recompute_old:
             # Same micro-batches as the first epoch, so that padding (and with it low-precision rounding) is
             # identical and the first step starts exactly at ratio 1.
@@ -522,16 +529,33 @@ class Learner:
                       "skipped_steps": 0.0})
         return stats
 
-    def _mini_batches(self, n_samples: int) -> list[list[list[int]]]:
-        """One epoch: a (seeded) shuffle of the rows cut into mini-batches, each cut into micro-batches."""
+    def _mini_batches(self, samples: Sequence[TrainingSample]) -> list[list[list[int]]]:
+        """One epoch: a (seeded) shuffle of the rows cut into mini-batches, each cut into micro-batches.
+
+        Within a mini-batch the rows are grouped by :attr:`TrainingSample.width` wherever that leaves the step
+        unchanged: a micro-batch is padded to its widest row (and a packed scoring row's attention grows with the
+        square of its width), so mixing a long row with short ones costs the short ones its width. The rows that a
+        shuffle would have put in a short last micro-batch stay there, and the full micro-batches are regrouped,
+        so with the ``"mini_batch"`` token mean, or whenever every row has the same number of loss tokens (scoring
+        mode: one each), the loss and gradient are those of the shuffled grouping up to float summation order.
+        Free-generation rows of different lengths under ``"micro_batch"`` are left in shuffle order: there the
+        grouping sets each token's weight.
+        """
         config = self.config
+        n_samples = len(samples)
         if config.shuffle:
             order = torch.randperm(n_samples, generator=self._shuffle_rng).tolist()
         else:
             order = list(range(n_samples))
-        minis = [order[i:i + config.mini_batch_size] for i in range(0, n_samples, config.mini_batch_size)]
-        return [[mini[i:i + config.micro_batch_size] for i in range(0, len(mini), config.micro_batch_size)]
-                for mini in minis]
+        size = config.micro_batch_size
+        schedule = []
+        for start in range(0, n_samples, config.mini_batch_size):
+            mini = order[start:start + config.mini_batch_size]
+            full = len(mini) - len(mini) % size
+            if config.token_mean_scope == "mini_batch" or len({samples[i].n_loss_tokens for i in mini}) == 1:
+                mini = sorted(mini[:full], key=lambda i: samples[i].width) + mini[full:]
+            schedule.append([mini[i:i + size] for i in range(0, len(mini), size)])
+        return schedule
 
     def _optimizer_step(self, samples: list[TrainingSample], old_per_sample: list[torch.Tensor],
                         micro_batches: list[list[int]]) -> tuple[dict[str, tuple[float, float]] | None, float]:
