@@ -105,3 +105,17 @@ def test_a_model_folders_agentrl_json_sets_agent_defaults(tmp_path):
     assert build_config(file, {"model.path": str(folder)}).agent.history_length == 1
     (folder / "agentrl.json").write_text("not json")  # a broken file recommends nothing
     assert build_config(None, {"model.path": str(folder)}).agent.think is True
+
+
+def test_the_example_configs_build():
+    """The files the README points users at are valid configs (a renamed or mistyped key fails here, not in a run)."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "examples" / "configs"
+    files = sorted(folder.glob("*.yaml"))
+    assert files
+    for path in files:
+        config = build_config(path, {})
+        assert config.env.name and config.algo.name
+    alfworld = build_config(folder / "alfworld-cpu.yaml", {})
+    assert alfworld.env.name == "alfworld" and alfworld.run.eval_before_train

@@ -75,6 +75,29 @@ def test_resumed_run_reaches_the_same_weights_as_an_uninterrupted_one(tmp_path):
         assert (straight[key] == split[key]).all(), key
 
 
+def test_eval_before_train_logs_the_starting_policy_as_iteration_zero_once(tmp_path):
+    """run.eval_before_train (verl's val_before_train): the learning curve starts from the policy trained from."""
+    run_dir = tmp_path / "run"
+    config = small_config("grpo", "score", 1, **{"run.eval_before_train": True, "run.eval_episodes": 4})
+    Trainer(config, run_dir=run_dir).train()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [0, 1]
+    start = records[0]
+    assert start["eval/episodes"] == 4 and start["time/eval"] > 0 and "train/success" not in start
+    # The same evaluation of the untrained model (its seed depends only on run.seed and the iteration).
+    untrained = Trainer(small_config("grpo", "score", 1, **{"run.eval_episodes": 4}), run_dir=tmp_path / "fresh")
+    try:
+        again = untrained.evaluate(0)
+    finally:
+        untrained.close()
+    assert {k: v for k, v in again.items() if k != "time/eval"} == {k: v for k, v in start.items()
+                                                                    if k not in ("iteration", "time/eval")}
+    resumed = Trainer(small_config("grpo", "score", 2, **{"run.eval_before_train": True, "run.eval_episodes": 4}),
+                      run_dir=run_dir, resume=True)
+    resumed.train()
+    assert [json.loads(line)["iteration"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
+
+
 def test_the_trainers_agent_prompts_as_configured(tmp_path):
     trainer = Trainer(small_config("grpo", "score", 1, **{"agent.list_actions": False, "agent.action_memory": 3}),
                       run_dir=tmp_path / "run")

@@ -73,6 +73,7 @@ class RunSection:
     eval_every: int = 5  #: iterations between evaluations (0: never)
     eval_episodes: int = 32  #: tasks of the eval split, one episode each
     eval_temperature: float = 0.4  #: §1.6
+    eval_before_train: bool = False  #: evaluate the starting policy first, logged as iteration 0 (verl's val_before_train)
     save_every: int = 1  #: iterations between checkpoints
     keep_checkpoints: int = 2
     sample_trajectories: int = 4  #: trajectories per iteration written to trajectories.jsonl

@@ -246,6 +246,11 @@ class Trainer:
             signal.signal(sig, self._request_stop)
         done = self.start_iteration - 1
         try:
+            if cfg.run.eval_before_train and self.start_iteration == 1:  # a resumed run has logged it already
+                metrics = self.evaluate(0)
+                self.logger.log(0, metrics)
+                self._say(f"before training: eval success {metrics['eval/success']:.1f}% "
+                          f"({metrics['eval/episodes']} episodes, {metrics['time/eval']:.0f}s)")
             for iteration in range(self.start_iteration, cfg.run.iterations + 1):
                 metrics = self.run_iteration(iteration)
                 done = iteration
@@ -323,6 +328,7 @@ class Trainer:
 
     def evaluate(self, iteration: int) -> dict[str, Any]:
         cfg = self.config
+        start = time.perf_counter()
         tasks = self.eval_tasks[: cfg.run.eval_episodes]
         generation = dataclasses.replace(cfg.generation, temperature=cfg.run.eval_temperature)
         batch = self._rollouts(tasks, 1, generation, seed=cfg.run.seed * 7_919 + iteration,
@@ -336,6 +342,7 @@ class Trainer:
                 out[f"eval/success/{task_type}"] = row["success"]
         if "score" in summary["All"]:
             out["eval/score"] = summary["All"]["score"]
+        out["time/eval"] = time.perf_counter() - start
         return out
 
     # ------------------------------------------------------------------------------------------------ helpers
