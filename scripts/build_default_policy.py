@@ -46,6 +46,12 @@ Stages:
    for reference.
 6. ``package``: the final policy as bf16 safetensors, tokenizer and a model card (``README.md`` with the numbers,
    the data, the build time) written to ``--out``.
+7. ``card`` (not part of a build; run it by name): adds results measured later on the packaged weights
+   (``--stages eval --eval-packaged --eval-jobs ...``) to the packaged policy's ``agentrl.json`` and renders its
+   card again, without the build cache that made it::
+
+       python scripts/build_default_policy.py --work runs/tiny-card --stages eval,card --eval-packaged \
+           --eval-jobs webshop-score,crafting-score,textworld-score
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ import random
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -68,7 +75,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
-STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package")
+STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package", "card")
 #: How the ReAct agent prompts the policy, in collection and evaluation alike (the trainer reads it back from
 #: agentrl.json): no <think>, the last 2 steps in full, and the actions of up to 12 older steps in one line, so
 #: that the policy can see which receptacles it has searched already. Without ``--list-actions`` the prompts have
@@ -807,27 +814,45 @@ def _results_dir(work: Path, model: Path, agent: str) -> Path:
     return (model.parent if agent in MODEL_AGENTS else work) / "eval"
 
 
+def _packaged_results_dir(work: Path) -> Path:
+    """Where ``--eval-packaged`` puts the results of every job it runs on the packaged policy."""
+    return work / "eval-packaged"
+
+
 def _eval_rows(folder: Path, model_agents: bool) -> dict[str, dict]:
     """The eval results in ``folder`` by job name: the model-driven agents' or the scripted ones'."""
     rows = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
     return {name: row for name, row in rows.items() if (row["agent"] in MODEL_AGENTS) == model_agents}
 
 
+def _packaged_agent_settings(out: Path) -> dict[str, Any]:
+    """The agent settings a packaged policy is driven with (its ``agentrl.json``), as :func:`run_eval_job` takes them."""
+    path = out / "agentrl.json"
+    if not path.is_file():
+        raise SystemExit(f"--eval-packaged: no packaged policy in {out} ({path.name} missing); run the package stage "
+                         f"first or pass --out")
+    return {k: v for k, v in json.loads(path.read_text())["agent"].items() if k != "mode"}
+
+
 def stage_eval(args: argparse.Namespace, work: Path) -> None:
     import multiprocessing as mp
 
-    model = final_model(work, args.dagger_rounds)
+    model = args.out if args.eval_packaged else final_model(work, args.dagger_rounds)
+
+    def results_dir(agent: str) -> Path:
+        return _packaged_results_dir(work) if args.eval_packaged else _results_dir(work, model, agent)
+
     wanted = [j for j in EVAL_JOBS if not args.eval_jobs or j[0] in args.eval_jobs.split(",")]
-    todo = [j for j in wanted if not (_results_dir(work, model, j[4]) / f"{j[0]}.json").is_file()]
+    todo = [j for j in wanted if not (results_dir(j[4]) / f"{j[0]}.json").is_file()]
     log(f"eval: {model}: {len(todo)} of {len(wanted)} jobs to run in {args.workers} processes")
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        settings = agent_settings(args, work)
+        settings = (_packaged_agent_settings(args.out) if args.eval_packaged else agent_settings(args, work))
         pending = [(job, pool.apply_async(run_eval_job, (*job, str(model), args.seed, 0, settings))) for job in todo]
         for (name, *_, agent), result in pending:
             row = result.get()
-            results_dir = _results_dir(work, model, agent)
-            results_dir.mkdir(parents=True, exist_ok=True)
-            (results_dir / f"{name}.json").write_text(json.dumps(row, indent=1))
+            folder = results_dir(agent)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{name}.json").write_text(json.dumps(row, indent=1))
             summary = row["by_type"]["All"]
             log(f"eval: {name}: success {summary['success']:.1f}% over {summary['n']:.0f} episodes "
                 f"({row['seconds']:.0f} s)")
@@ -906,6 +931,26 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     log(f"package: {args.out} ({size / 2**20:.1f} MiB)")
     if size > 16 * 2**20:
         raise SystemExit(f"the packaged policy is {size / 2**20:.1f} MiB, over the 16 MiB budget")
+
+
+def stage_card(args: argparse.Namespace, work: Path) -> None:
+    """Refresh the packaged policy's results and card without rebuilding it (its build cache may be gone): the
+    results of the jobs run on the packaged weights (``--stages eval --eval-packaged``, in ``<work>/eval-packaged``)
+    are added to those in its ``agentrl.json``, replacing a job of the same name, and ``README.md`` is rendered
+    again from it. The weights are not touched."""
+    path = args.out / "agentrl.json"
+    if not path.is_file():
+        raise SystemExit(f"card: no packaged policy in {args.out} ({path.name} missing)")
+    build = json.loads(path.read_text())
+    folder = _packaged_results_dir(work)
+    fresh = {**_eval_rows(folder, model_agents=False), **_eval_rows(folder, model_agents=True)}
+    if not fresh:
+        raise SystemExit(f"card: no results in {folder}; run --stages eval --eval-packaged first")
+    build["results"].update({name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"],
+                                    "weights": "packaged"} for name, r in fresh.items()})
+    path.write_text(json.dumps(build, indent=1))
+    (args.out / "README.md").write_text(model_card(build, build["results"], build.get("results_before_dagger")))
+    log(f"card: {len(fresh)} result(s) from {folder} in {args.out}: {', '.join(sorted(fresh))}")
 
 
 def limitations(rows: dict[str, dict], dagger: bool) -> str:
@@ -994,7 +1039,12 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
                             for k, v in build["data"].items())
     dagger_text = _dagger_text(build, before or {})
     listing = ("" if build["agent"].get("list_actions", True) else
-               "no list of the admissible actions in the prompt (`agent.list_actions: false`), ")
+               " no list of the admissible actions in the prompt (`agent.list_actions: false`),")
+    packaged = sorted(name for name, r in rows.items() if r.get("weights") == "packaged")
+    packaged_text = ("" if not packaged else "\n\n" + textwrap.fill(
+        "Most results below were measured on the float32 model before it was stored in bf16; these on the packaged "
+        "bf16 weights, after the build (the `card` stage): " + ", ".join(f"`{name}`" for name in packaged) + ".",
+        width=118, break_on_hyphens=False, break_long_words=False))
     return f"""# agentrl-tiny: the embedded default CPU policy
 
 A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP
@@ -1005,9 +1055,10 @@ model (for example Qwen2.5-1.5B-Instruct).
 
 Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
 {build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older steps in one
-line (`agent.action_memory`), {listing}and choosing among the admissible actions by their likelihood
-(`agent.mode: score`); these settings are in `agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model.
-Free generation (`agent.mode: generate`) works too and is measured below.
+line (`agent.action_memory`),{listing}
+and choosing among the admissible actions by their likelihood (`agent.mode: score`); these settings are in
+`agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model. Free generation (`agent.mode:
+generate`) works too and is measured below.{packaged_text}
 
 ## Results
 
@@ -1060,7 +1111,8 @@ schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {STAGES}")
+    parser.add_argument("--stages", default=",".join(STAGES[:-1]),
+                        help=f"comma-separated subset of {STAGES} (default: all but card)")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "default-policy", help="cache of every stage")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the packaged policy goes")
     parser.add_argument("--seed", type=int, default=0)
@@ -1102,6 +1154,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="original demonstrations mixed into each DAgger fine-tuning")
     parser.add_argument("--dagger-lr", type=float, default=5e-4)
     parser.add_argument("--eval-jobs", default="", help="comma-separated subset of the eval jobs (default: all)")
+    parser.add_argument("--eval-packaged", action="store_true",
+                        help="the eval stage measures the packaged policy in --out (with its agentrl.json's agent "
+                             "settings) instead of this build's model; results go to <work>/eval-packaged, and the "
+                             "card stage adds them to the policy's agentrl.json and README.md")
     parser.add_argument("--collect-minutes", type=float, default=None,
                         help="stop each ALFWorld worker after this long (default: all games)")
     return parser.parse_args(argv)

@@ -197,3 +197,39 @@ def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(buil
     assert any(m.startswith("train: resuming from") for m in messages)
     assert [e["epoch"] for e in report["epochs"]] == [1, 2]
     assert report["seconds"] >= report["epochs"][-1]["seconds"] > 0
+
+
+def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp_path, monkeypatch):
+    """`--stages eval,card --eval-packaged`: the real packaged policy plays Crafting with the settings of its own
+    agentrl.json; the result lands in its agentrl.json and card, marked as measured on the packaged weights, and the
+    weights stay as they were."""
+    import json
+    import shutil
+    import sys
+
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    # The eval jobs run in spawned processes, which import the script by name.
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    monkeypatch.setitem(sys.modules, "build_default_policy", build)
+    out = tmp_path / "tiny"
+    shutil.copytree(EMBEDDED_POLICY_DIR, out)
+    weights = (out / "model.safetensors").read_bytes()
+    before = json.loads((out / "agentrl.json").read_text())
+    assert "crafting-score" not in before["results"]
+    monkeypatch.setattr(build, "EVAL_JOBS", (("crafting-score", "crafting", "eval_in_distribution", 3, "score"),))
+    build.main(["--work", str(tmp_path / "work"), "--out", str(out), "--stages", "eval,card", "--eval-packaged",
+                "--workers", "1"])
+    row = json.loads((tmp_path / "work" / "eval-packaged" / "crafting-score.json").read_text())
+    assert row["agent"] == "score" and row["by_type"]["All"]["n"] == 3
+    after = json.loads((out / "agentrl.json").read_text())
+    assert after["results"]["crafting-score"] == {"split": row["split"], "agent": "score", "by_type": row["by_type"],
+                                                  "weights": "packaged"}
+    assert {k: v for k, v in after["results"].items() if k != "crafting-score"} == before["results"]
+    card = (out / "README.md").read_text()
+    success = row["by_type"]["All"]["success"]
+    assert f"| crafting | eval_in_distribution (3) | {success:.1f}% | 0.0% |" in card
+    assert "bf16 weights, after the build (the `card` stage): `crafting-score`." in " ".join(card.split())
+    assert (out / "model.safetensors").read_bytes() == weights
+    with pytest.raises(SystemExit, match="no results"):
+        build.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
