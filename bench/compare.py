@@ -57,12 +57,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "alfworld": {
         "model": "agentrl-tiny",
-        "config": {"env.name": "alfworld", "env.args": {"max_steps": 30}, "env.eval_split": "eval_out_of_distribution",
+        "config": {"env.name": "alfworld", "env.eval_split": "eval_out_of_distribution",
                    "agent.mode": "score", "agent.think": False, "rollout.tasks_per_iteration": 4,
                    "rollout.group_size": 4, "rollout.workers": 1, "learner.lr": 5e-5, "learner.kl_coef": 0.01,
                    "learner.skip_zero_advantage": True, "learner.mini_batch_size": 64,
                    "learner.micro_batch_size": 8},
         "iterations": 8, "eval_every": 8, "eval_episodes": 40,
+        # The policy's card measured this very evaluation on the whole split (same env defaults, agent settings and
+        # temperature): it is the start's held-out success when a run evaluates all 134 games.
+        "start_eval_job": ("alfworld-unseen-score", 134),
     },
     "webshop": {
         "model": "agentrl-tiny",
@@ -97,6 +100,19 @@ def starting_point(env_name: str) -> tuple[str, dict[str, Any], float | None]:
     return str(path), learning.rl_overrides(args, path), sft.get("eval_success")
 
 
+def card_eval_success(env_name: str, eval_episodes: int) -> float | None:
+    """The starting policy's held-out success as its model card measured it, where the preset names the card's
+    measurement of the same evaluation (``start_eval_job``) and this run evaluates the same episodes; else None."""
+    job = PRESETS[env_name].get("start_eval_job")
+    if job is None or eval_episodes != job[1]:
+        return None
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    card = json.loads((EMBEDDED_POLICY_DIR / "agentrl.json").read_text())
+    row = card.get("results", {}).get(job[0])
+    return None if row is None else row["by_type"]["All"]["success"]
+
+
 def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_root: Path) -> dict[str, Any]:
     """Train one (env, algo, seed); cached in its run directory."""
     from rich.console import Console
@@ -107,13 +123,19 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     run_dir = out_root / env_name / f"{algo}-s{seed}"
     done = run_dir / "result.json"
     if done.is_file():
-        return with_train_set_success(json.loads(done.read_text()), run_dir, out_root)
+        row = json.loads(done.read_text())
+        if row.get("start_eval_success") is None:
+            row["start_eval_success"] = card_eval_success(env_name, row["config"]["run.eval_episodes"])
+        return with_train_set_success(row, run_dir, out_root)
     model, shared, start_success = starting_point(env_name)
     iterations = args.iterations or shared["run.iterations"]
+    eval_episodes = args.eval_episodes or shared["run.eval_episodes"]
+    if start_success is None:
+        start_success = card_eval_success(env_name, eval_episodes)
     overrides = {
         **shared, "algo.name": algo, "model.path": model,
         "run.iterations": iterations, "run.eval_every": args.eval_every or shared["run.eval_every"],
-        "run.eval_episodes": args.eval_episodes or shared["run.eval_episodes"], "run.seed": seed,
+        "run.eval_episodes": eval_episodes, "run.seed": seed,
         "run.save_every": iterations, "run.torch_threads": 1,
     }
     if algo.startswith("scpo") and args.scorer:
@@ -125,7 +147,10 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         shutil.rmtree(run_dir)
     t0 = time.perf_counter()
     result = Trainer(config, run_dir=run_dir, console=Console(stderr=True)).train()
-    history = result.history
+    start_eval = [r for r in result.history if r["iteration"] == 0]  # run.eval_before_train
+    if start_eval:
+        start_success = start_eval[0]["eval/success"]
+    history = [r for r in result.history if r["iteration"] >= 1]
     evals = [r for r in history if "eval/success" in r]
     last = evals[-1] if evals else {}
     row = {
@@ -139,6 +164,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         "scpo_diagnostics": [{k: r.get(k) for k in SCPO_DIAGNOSTICS if k in r} for r in history]
         if algo.startswith("scpo") else [],
         "time_per_iteration": statistics.mean(r["time/iteration"] for r in history) if history else None,
+        "eval_seconds": [(r["iteration"], r["time/eval"]) for r in start_eval + evals if "time/eval" in r],
         "config": overrides,
     }
     done.write_text(json.dumps(row, indent=1))
