@@ -47,7 +47,20 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ALGOS = ("grpo", "gigpo", "scpo", "scpo_grpo")
 SCPO_DIAGNOSTICS = ("algo/failed_steps_credited_frac", "algo/failed_steps_in_mixed_groups_credited_frac",
-                    "algo/conflict_rate_before", "algo/conflict_rate_after")
+                    "algo/conflict_rate_before", "algo/conflict_rate_after", "algo/similar_pairs")
+
+
+def scpo_diagnostics(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SCPO's diagnostics per iteration. A conflict rate is a share of similar (failed, successful) step pairs: in an
+    iteration with none (no group had a success) it is undefined and left out, not counted as 0%."""
+    rows = []
+    for record in history:
+        row = {k: record[k] for k in SCPO_DIAGNOSTICS if k in record}
+        if row.get("algo/similar_pairs") == 0:
+            row.pop("algo/conflict_rate_before", None)
+            row.pop("algo/conflict_rate_after", None)
+        rows.append(row)
+    return rows
 
 #: Per env: config overrides shared by every algorithm (the budget), and where the starting model comes from.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -124,6 +137,10 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     done = run_dir / "result.json"
     if done.is_file():
         row = json.loads(done.read_text())
+        metrics = run_dir / "metrics.jsonl"
+        if algo.startswith("scpo") and metrics.is_file():  # a run cached before a diagnostic was added
+            row["scpo_diagnostics"] = scpo_diagnostics([r for r in map(json.loads, metrics.read_text().splitlines())
+                                                        if r["iteration"] >= 1])
         if row.get("start_eval_success") is None:
             row["start_eval_success"] = card_eval_success(env_name, row["config"]["run.eval_episodes"])
         return with_train_set_success(row, run_dir, out_root)
@@ -161,8 +178,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         "final_eval_success": last.get("eval/success"),
         "final_eval_by_type": {k.removeprefix("eval/success/"): v for k, v in last.items()
                                if k.startswith("eval/success/")},
-        "scpo_diagnostics": [{k: r.get(k) for k in SCPO_DIAGNOSTICS if k in r} for r in history]
-        if algo.startswith("scpo") else [],
+        "scpo_diagnostics": scpo_diagnostics(history) if algo.startswith("scpo") else [],
         "time_per_iteration": statistics.mean(r["time/iteration"] for r in history) if history else None,
         "eval_seconds": [(r["iteration"], r["time/eval"]) for r in start_eval + evals if "time/eval" in r],
         "config": overrides,
@@ -249,17 +265,22 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
             its = [i for i, _ in evals[0]]
             values = np.array([[v for _, v in e] for e in evals if len(e) == len(its)], dtype=float)
             axes[1].plot(its, values.mean(0), marker="o", label=algo)
+            axes[1].fill_between(its, values.min(0), values.max(0), alpha=0.15)
         if algo.startswith("scpo"):  # SCPO's diagnostics over training, mean over seeds
             for key, style in (("algo/failed_steps_credited_frac", "-"), ("algo/conflict_rate_before", ":"),
                                ("algo/conflict_rate_after", "--")):
-                series = [[d.get(key) for d in r["scpo_diagnostics"]] for r in runs if r["scpo_diagnostics"]]
-                series = [s for s in series if s and None not in s]
+                # Undefined values (a conflict rate in an iteration without similar pairs) are gaps, not zeros.
+                series = [[np.nan if d.get(key) is None else d[key] for d in r["scpo_diagnostics"]] for r in runs
+                          if r["scpo_diagnostics"]]
                 if series:
                     values = 100 * np.array([s[:min(map(len, series))] for s in series], dtype=float)
-                    axes[2].plot(np.arange(1, values.shape[1] + 1), values.mean(0), style,
+                    defined = ~np.isnan(values).all(0)
+                    x = np.arange(1, values.shape[1] + 1)[defined]
+                    axes[2].plot(x, np.nanmean(values[:, defined], 0), style, marker=".",
                                  label=f"{algo}: {key.removeprefix('algo/')}")
     axes[0].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
     axes[1].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
+    axes[1].set_ylim(bottom=0)
     axes[2].set(title="SCPO: failed steps credited, conflict rate before/after", xlabel="iteration", ylabel="%")
     for ax in axes:
         ax.legend(fontsize=7)
