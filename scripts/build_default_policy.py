@@ -827,11 +827,13 @@ def _eval_rows(folder: Path, model_agents: bool) -> dict[str, dict]:
 
 def _packaged_agent_settings(out: Path) -> dict[str, Any]:
     """The agent settings a packaged policy is driven with (its ``agentrl.json``), as :func:`run_eval_job` takes them."""
-    path = out / "agentrl.json"
-    if not path.is_file():
-        raise SystemExit(f"--eval-packaged: no packaged policy in {out} ({path.name} missing); run the package stage "
-                         f"first or pass --out")
-    return {k: v for k, v in json.loads(path.read_text())["agent"].items() if k != "mode"}
+    from agentrl.models import AGENT_SETTINGS_FILE, recommended_agent_settings
+
+    settings = recommended_agent_settings(str(out))
+    if not settings:
+        raise SystemExit(f"--eval-packaged: no packaged policy in {out} (no agent settings in its "
+                         f"{AGENT_SETTINGS_FILE}); run the package stage first or pass --out")
+    return {k: v for k, v in settings.items() if k != "mode"}
 
 
 def stage_eval(args: argparse.Namespace, work: Path) -> None:
@@ -888,6 +890,11 @@ def _results_table(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _card_result(row: dict) -> dict:
+    """What ``agentrl.json`` keeps of an eval job's result."""
+    return {"split": row["split"], "agent": row["agent"], "by_type": row["by_type"]}
+
+
 def stage_package(args: argparse.Namespace, work: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -916,10 +923,8 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
                          "vocab": args.vocab, "parameters": train["parameters"], "tied_embeddings": True},
         "data": {name: _summary(stats) for name, stats in collect.items()},
         "alfworld_train_games": games, "train": train, "dagger": dagger,
-        "results": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
-                    for name, r in rows.items()},
-        "results_before_dagger": {name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"]}
-                                  for name, r in before.items()},
+        "results": {name: _card_result(r) for name, r in rows.items()},
+        "results_before_dagger": {name: _card_result(r) for name, r in before.items()},
         "built": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU cores",
         "command": "python scripts/build_default_policy.py",
     }
@@ -946,8 +951,7 @@ def stage_card(args: argparse.Namespace, work: Path) -> None:
     fresh = {**_eval_rows(folder, model_agents=False), **_eval_rows(folder, model_agents=True)}
     if not fresh:
         raise SystemExit(f"card: no results in {folder}; run --stages eval --eval-packaged first")
-    build["results"].update({name: {"split": r["split"], "agent": r["agent"], "by_type": r["by_type"],
-                                    "weights": "packaged"} for name, r in fresh.items()})
+    build["results"].update({name: {**_card_result(r), "weights": "packaged"} for name, r in fresh.items()})
     path.write_text(json.dumps(build, indent=1))
     (args.out / "README.md").write_text(model_card(build, build["results"], build.get("results_before_dagger")))
     log(f"card: {len(fresh)} result(s) from {folder} in {args.out}: {', '.join(sorted(fresh))}")
