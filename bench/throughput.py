@@ -25,7 +25,9 @@ cost nothing.
 
 Part 2, phase shares. Real :class:`~agentrl.trainer.Trainer` iterations (SCPO, scoring mode, as
 ``examples/configs/alfworld-cpu.yaml``, with the d256 model of each env) on the built-in ``crafting`` env and on
-ALFWorld, sweeping group size and ``max_steps``; ALFWorld with 2 env workers and with none. The first config of
+ALFWorld, sweeping group size and ``max_steps``; ALFWorld with 2 env workers, 1 and none, and with the env steps
+overlapped with generation (``rollout.overlap_env_steps``, the default: two waves of episodes) or in lockstep
+(``lockstep`` in the label; ``time/env_step`` is then all of the env's time). The first config of
 each env runs one warm-up iteration (imports, first calls; other tasks; reported, not averaged); env workers are
 started and warmed on an eval game before the first iteration (else their start-up competes for the 2 cores).
 Every config then measures iterations 1..k, which draw the same tasks (ALFWorld tasks differ a lot in size: the
@@ -818,12 +820,16 @@ def main(argv: list[str] | None = None) -> dict:
                   "scoring mode)", flush=True)
             model = env_model("alfworld")
             base = {"model.path": model["path"], "rollout.tasks_per_iteration": tasks, "learner.bf16": "auto"}
-            sweep = [(2, 5, 2, False)] if args.quick else [(2, 10, 2, False), (4, 10, 2, False), (8, 10, 2, False),
-                                                           (4, 20, 2, False), (4, 10, 0, True)]
+            # (group size, max steps, env workers, profile the env calls, overlap env steps with generation)
+            sweep = [(2, 5, 2, False, True), (2, 5, 2, False, False)] if args.quick else [
+                (2, 10, 2, False, True), (4, 10, 2, False, True), (8, 10, 2, False, True), (4, 20, 2, False, True),
+                (4, 10, 0, True, True), (4, 10, 2, False, False), (4, 10, 1, False, True), (4, 10, 1, False, False)]
             configs = []
-            for g, steps, workers, profile in sweep:
-                over = {**base, "rollout.group_size": g, "rollout.workers": workers, "env.args": {"max_steps": steps}}
-                configs.append(run_config(f"alfworld G{g} steps{steps} workers{workers}", "alfworld", over,
+            for g, steps, workers, profile, overlap in sweep:
+                over = {**base, "rollout.group_size": g, "rollout.workers": workers, "env.args": {"max_steps": steps},
+                        "rollout.overlap_env_steps": overlap}
+                label = f"alfworld G{g} steps{steps} workers{workers}" + ("" if overlap else " lockstep")
+                configs.append(run_config(label, "alfworld", over,
                                           base_file=ALFWORLD_CONFIG, warmup=0 if configs else args.warmup,
                                           measured=args.measured or (1 if args.quick else 2), profile=profile))
             report["phases"]["alfworld"] = configs

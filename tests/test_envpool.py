@@ -97,3 +97,35 @@ def test_killed_worker_is_restarted_and_its_slots_fail():
         # the restarted worker serves new episodes
         again = pool.reset([(s, 0, {"task_index": s}) for s in range(4)])
         assert not any(isinstance(r, EnvFailure) for r in again.values())
+
+
+def observations(results):
+    return {s: r[0] for s, r in sorted(results.items())}
+
+
+def test_async_batches_in_flight_together_are_read_in_any_order():
+    """Two batches to the same worker before either is read: each handle gets its own replies, whichever is asked
+    first, and they equal the synchronous steps of in-process envs."""
+    with EnvPool("crafting", workers=1, slots_per_group=2) as pool, EnvPool("crafting", workers=0) as local:
+        for p in (pool, local):
+            p.reset([(s, s, {"task_index": s}) for s in range(4)])
+        first = pool.step_async([(0, "look"), (1, "go to forest")])
+        second = pool.step_async([(2, "inventory"), (3, "look")])
+        assert observations(second.result()) == observations(local.step([(2, "inventory"), (3, "look")]))
+        assert observations(first.result()) == observations(local.step([(0, "look"), (1, "go to forest")]))
+        assert first.result() is first.result()  # read once, kept
+        assert observations(pool.step([(0, "look")])) == observations(local.step([(0, "look")]))  # in step after
+
+
+def test_a_worker_dead_with_two_batches_in_flight_fails_both_and_is_restarted_once():
+    with EnvPool("crafting", workers=1) as pool:
+        pool.reset([(s, 0, {"task_index": s}) for s in range(2)])
+        pid = pool.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        pool._procs[0].join(timeout=10)
+        first, second = pool.step_async([(0, "look")]), pool.step_async([(1, "look")])
+        results = {**second.result(), **first.result()}
+        assert all(isinstance(r, EnvFailure) and "died" in r.error for r in results.values())
+        assert sorted(results) == [0, 1] and pool.restarts == 1
+        again = pool.reset([(s, 0, {"task_index": s}) for s in range(2)])
+        assert not any(isinstance(r, EnvFailure) for r in again.values()) and pool.worker_pids() != [pid]

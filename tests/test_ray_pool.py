@@ -102,11 +102,11 @@ def test_rollouts_drop_and_count_the_episodes_of_a_crashed_actor(local_ray):
     class CrashAfterFirstStep(RayEnvPool):
         steps = 0
 
-        def step(self, actions):
+        def step_async(self, actions):  # the rollout loop's way to step (two waves, one group each here)
             self.steps += 1
-            if self.steps == 2:
+            if self.steps == 3:  # group 0's second step
                 ray.kill(self._actors[0], no_restart=True)
-            return super().step(actions)
+            return super().step_async(actions)
 
     policy = HFPolicy(tiny_model_dir())
     agent = ReActAgent(env_family="crafting", think=False)

@@ -3,7 +3,9 @@
 A rollout batch holds N tasks × G group members = N·G *slots*. Each slot is one environment instance living in
 one worker process; all members of a group live in the same worker, so an env that caches per-game work (ALFWorld
 grounds a game once per process) pays for it once per group. A batch of ``reset``/``step`` commands is sent to
-every worker before any reply is read, so workers run concurrently.
+every worker before any reply is read, so workers run concurrently. ``step_async`` sends a batch and returns at
+once: the rollout loop steps one wave of episodes while the policy acts for the other
+(:func:`agentrl.rollout.collect_rollouts`); replies are read in the order their batches were sent.
 
 Faults lose nothing but the affected episode: an env that raises returns an :class:`EnvFailure` for its slot
 (the trainer drops that trajectory and counts it); a worker that dies (killed, segfault) is restarted and every
@@ -20,7 +22,7 @@ import multiprocessing as mp
 import os
 import traceback
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,20 @@ class EnvFailure:
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 ResetResult = tuple[str, dict[str, Any]]
+
+
+class PendingReplies:
+    """A batch of env commands sent to the workers; :meth:`result` waits for the replies (slot → the env's return
+    value or :class:`EnvFailure`)."""
+
+    def __init__(self, receive: Callable[[], dict[int, Any]]):
+        self._receive = receive
+        self._result: dict[int, Any] | None = None
+
+    def result(self) -> dict[int, Any]:
+        if self._result is None:
+            self._result = self._receive()
+        return self._result
 
 
 class _Slots:
@@ -110,6 +126,10 @@ class EnvPool:
         self._ctx = mp.get_context("spawn")
         self._procs: list[Any] = [None] * workers
         self._conns: list[Any] = [None] * workers
+        self._incarnation = [0] * workers  # bumped by each restart: batches sent before it are lost
+        self._died: dict[int, str] = {}
+        self._next_ticket = 0
+        self._unread: dict[int, tuple[dict[int, list], dict[int, tuple[int, bool]], PendingReplies]] = {}
         for w in range(workers):
             self._start(w)
 
@@ -135,30 +155,55 @@ class EnvPool:
         self._procs[w], self._conns[w] = proc, parent
 
     def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
+        return self._send(commands).result()
+
+    def _send(self, commands: Sequence[tuple[int, str, Any]]) -> PendingReplies:
+        """Send ``commands`` to their workers now; the returned handle reads the replies when asked."""
         if self._local is not None:
-            return {slot: r for (slot, _, _), r in zip(commands, self._local.run(list(commands)))}
+            done = {slot: r for (slot, _, _), r in zip(commands, self._local.run(list(commands)))}
+            return PendingReplies(lambda: done)
         by_worker: dict[int, list] = defaultdict(list)
         for command in commands:
             by_worker[self.worker_of(command[0])].append(command)
-        sent = []
+        sent: dict[int, tuple[int, bool]] = {}  # worker → (its incarnation at sending, whether the send went through)
         for w, batch in by_worker.items():
             try:
                 self._conns[w].send(batch)
-                sent.append(w)
+                sent[w] = (self._incarnation[w], True)
             except (BrokenPipeError, OSError):
-                pass
+                sent[w] = (self._incarnation[w], False)
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        pending = PendingReplies(lambda: self._receive(ticket))
+        self._unread[ticket] = (by_worker, sent, pending)
+        return pending
+
+    def _receive(self, ticket: int) -> dict[int, Any]:
+        # A worker answers its batches in the order they came: read every earlier batch first and keep its replies.
+        while True:
+            oldest = min(self._unread)
+            by_worker, sent, pending = self._unread.pop(oldest)
+            replies = self._read(by_worker, sent)
+            if oldest == ticket:
+                return replies
+            pending._result = replies
+
+    def _read(self, by_worker: dict[int, list], sent: dict[int, tuple[int, bool]]) -> dict[int, Any]:
         out: dict[int, Any] = {}
         for w, batch in by_worker.items():
+            incarnation, delivered = sent[w]
             replies = None
-            if w in sent:
-                try:
-                    replies = self._conns[w].recv()
-                except (EOFError, OSError, ConnectionResetError):
-                    replies = None
-            if replies is None:  # the worker died: restart it; every slot it held loses its episode
-                reason = f"env worker {w} died (exit code {self._procs[w].exitcode}); restarted"
-                self._restart(w)
-                replies = [EnvFailure(slot, reason) for slot, _, _ in batch]
+            if incarnation == self._incarnation[w]:
+                if delivered:
+                    try:
+                        replies = self._conns[w].recv()
+                    except (EOFError, OSError, ConnectionResetError):
+                        replies = None
+                if replies is None:  # the worker died: restart it; every slot it held loses its episode
+                    self._died[w] = f"env worker {w} died (exit code {self._procs[w].exitcode}); restarted"
+                    self._restart(w)
+            if replies is None:  # this batch's worker died (found now or while reading an earlier batch)
+                replies = [EnvFailure(slot, self._died[w]) for slot, _, _ in batch]
             for (slot, _, _), reply in zip(batch, replies):
                 out[slot] = reply
         return out
@@ -170,6 +215,7 @@ class EnvPool:
         if proc is not None:
             proc.join(timeout=5)
         self.restarts += 1
+        self._incarnation[w] += 1
         self._start(w)
 
     def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
@@ -179,6 +225,10 @@ class EnvPool:
     def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
         """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
         return self._run([(slot, "step", action) for slot, action in actions])
+
+    def step_async(self, actions: Sequence[tuple[int, str]]) -> PendingReplies:
+        """Send ``actions`` to the workers and return at once; ``.result()`` is what :meth:`step` returns."""
+        return self._send([(slot, "step", action) for slot, action in actions])
 
     def worker_pids(self) -> list[int]:
         return [p.pid for p in self._procs if p is not None]

@@ -5,7 +5,7 @@ Chosen by the trainer when ``run.ray_address`` is set (``agentrl train --ray-add
 :class:`~agentrl.envpool._Slots` code, the same slot-to-worker assignment: a group's slots share an actor), so a
 rollout with a fixed seed gives the same trajectories as with :class:`EnvPool` (tested). Actors are spread over
 the cluster's nodes (``SPREAD``), and every ``reset``/``step`` batch is sent to all actors before any reply is
-awaited, so env stepping scales with the nodes.
+awaited, so env stepping scales with the nodes; ``step_async`` returns before the replies, as EnvPool's does.
 
 Faults cost only the affected episodes, as in :class:`EnvPool`: an env that raises returns an
 :class:`~agentrl.envpool.EnvFailure` for its slot; an actor that dies (killed, node lost, segfault) is replaced by
@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrl.envpool import EnvFailure, ResetResult, StepResult, _Slots
+from agentrl.envpool import EnvFailure, PendingReplies, ResetResult, StepResult, _Slots
 from agentrl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ class RayEnvPool:
             num_cpus=num_cpus, max_restarts=0, scheduling_strategy="SPREAD",
             runtime_env={"env_vars": dict(_WORKER_ENV)})
         self._actors: list[Any] = [self._new_actor() for _ in range(workers)]
+        self._incarnation = [0] * workers  # bumped by each replacement
+        self._died: dict[int, str] = {}
 
     def _new_actor(self) -> Any:
         return self._actor_class.remote(self.env_name, self.env_kwargs)
@@ -133,19 +135,27 @@ class RayEnvPool:
         return (slot // self.slots_per_group) % self.workers
 
     def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
-        ray = self._ray
+        return self._send(commands).result()
+
+    def _send(self, commands: Sequence[tuple[int, str, Any]]) -> PendingReplies:
         by_worker: dict[int, list] = defaultdict(list)
         for command in commands:
             by_worker[self.worker_of(command[0])].append(command)
-        pending = {w: self._actors[w].run.remote(batch) for w, batch in by_worker.items()}
+        sent = {w: (self._incarnation[w], self._actors[w].run.remote(batch)) for w, batch in by_worker.items()}
+        return PendingReplies(lambda: self._read(by_worker, sent))
+
+    def _read(self, by_worker: dict[int, list], sent: dict[int, tuple[int, Any]]) -> dict[int, Any]:
+        ray = self._ray
         out: dict[int, Any] = {}
         for w, batch in by_worker.items():
+            incarnation, ref = sent[w]
             try:
-                replies = ray.get(pending[w])
+                replies = ray.get(ref)
             except ray.exceptions.RayActorError as exc:  # the actor died: replace it; its slots lose their episodes
-                reason = f"env actor {w} died ({type(exc).__name__}); restarted"
-                self._restart(w)
-                replies = [EnvFailure(slot, reason) for slot, _, _ in batch]
+                if incarnation == self._incarnation[w]:  # not yet replaced (by an earlier batch that found it dead)
+                    self._died[w] = f"env actor {w} died ({type(exc).__name__}); restarted"
+                    self._restart(w)
+                replies = [EnvFailure(slot, self._died[w]) for slot, _, _ in batch]
             except ray.exceptions.RayError as exc:  # e.g. a reply that cannot be serialised; the actor lives on
                 replies = [EnvFailure(slot, f"env actor {w}: {exc}") for slot, _, _ in batch]
             for (slot, _, _), reply in zip(batch, replies):
@@ -155,6 +165,7 @@ class RayEnvPool:
     def _restart(self, w: int) -> None:
         self._kill(self._actors[w])
         self.restarts += 1
+        self._incarnation[w] += 1
         self._actors[w] = self._new_actor()
 
     def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
@@ -164,6 +175,10 @@ class RayEnvPool:
     def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
         """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
         return self._run([(slot, "step", action) for slot, action in actions])
+
+    def step_async(self, actions: Sequence[tuple[int, str]]) -> PendingReplies:
+        """Send ``actions`` to the actors and return at once; ``.result()`` is what :meth:`step` returns."""
+        return self._send([(slot, "step", action) for slot, action in actions])
 
     def worker_pids(self) -> list[int]:
         return list(self._ray.get([actor.pid.remote() for actor in self._actors]))

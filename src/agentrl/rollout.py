@@ -1,18 +1,26 @@
-"""Grouped rollouts: N tasks × G attempts from the same initial state, one batched policy call per step.
+"""Grouped rollouts: N tasks × G attempts from the same initial state, one batched policy call per step and wave.
 
 The loop follows verl-agent's step-wise layout (algorithms.md §1.1): at every step each active episode gets its own
-prompt (template + current observation + short history, built by the agent), the policy answers all active episodes
-in one batched call, the agent parses each reply into an env action (§1.3), and the env pool steps every env in
-parallel. Each (trajectory, step) is one training row: the sampled token ids are kept exactly as sampled, with
-their log-probabilities, so the learner never re-tokenizes.
+prompt (template + current observation + short history, built by the agent), the policy answers the active
+episodes in one batched call, the agent parses each reply into an env action (§1.3), and the env pool steps every
+env in parallel. Each (trajectory, step) is one training row: the sampled token ids are kept exactly as sampled,
+with their log-probabilities, so the learner never re-tokenizes.
+
+The episodes are played in two *waves* (whole groups alternately; the members of a single group when there is only
+one): the env workers step one wave while the policy acts for the other, so env time hides behind generation, as
+SkyRL's asynchronous generator overlaps env steps with other trajectories' generation. Which wave an episode is in
+and the sampling seed of each call depend only on the slots, never on the number of workers, so a seeded rollout
+gives the same trajectories with any pool. ``overlap_env_steps=False`` keeps one lockstep wave (with workers=0 the
+envs run in this process and nothing overlaps).
 
 Episodes end when the env terminates or truncates, when the trajectory's response-token budget is spent
 (``truncated_by_budget``), or when the env fails (the trajectory is dropped and counted).
 
 The policy renders prompts (its tokenizer) and scores admissible actions; free generation goes to ``generator``
 when one is given (any :class:`agentrl.generators.Generator`, e.g. a vLLM engine), else to the policy itself.
-``pool`` is an :class:`~agentrl.envpool.EnvPool` or anything with its ``reset``/``step`` interface (the Ray pool
-of :mod:`agentrl.raypool`).
+``pool`` is an :class:`~agentrl.envpool.EnvPool` or anything with its ``reset``/``step``/``step_async`` interface
+(the Ray pool of :mod:`agentrl.raypool`). ``time/env_step`` is the time the loop waited for env steps, the part
+that generation did not hide.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ def collect_rollouts(
     max_trajectory_tokens: int | None = None,
     generator: Generator | None = None,
     on_step: Callable[[int, int, int], None] | None = None,
+    overlap_env_steps: bool = True,
 ) -> RolloutBatch:
     """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed.
 
@@ -98,13 +107,19 @@ def collect_rollouts(
     tokens_used: Counter = Counter()
     over_budget: set[int] = set()
     final_info: dict[int, dict[str, Any]] = {}
-    active = [s for s in range(n_slots) if s not in failed]
-    n_generated = n_truncated_replies = step_index = 0
+    n_generated = n_truncated_replies = 0
 
-    while active:
-        t0 = time.perf_counter()
+    n_waves = 2 if overlap_env_steps and n_slots > 1 else 1
+    if len(task_ids) >= n_waves:  # whole groups per wave: a group's identical prompts stay in one policy call
+        wave_of = [(s // group_size) % n_waves for s in range(n_slots)]
+    else:
+        wave_of = [s % n_waves for s in range(n_slots)]
+    waves = [[s for s in range(n_slots) if wave_of[s] == w and s not in failed] for w in range(n_waves)]
+
+    def act(active: list[int], step_seed: int) -> tuple[list[str], list[TrainingSample]]:
+        """One batched policy call for ``active``: the replies and their training rows."""
+        nonlocal n_truncated_replies
         prompts = [policy.render(agent.messages(s, observation[s], info[s])) for s in active]
-        step_seed = seed * 1_000_003 + step_index
         if mode == "score":
             candidates = [agent.candidates(info[s]) for s in active]
             if not all(candidates):
@@ -112,29 +127,24 @@ def collect_rollouts(
                                   f"task {slot_task[active[candidates.index([])]]!r}; use agent.mode=generate")
             choices = policy.score_choices(prompts, candidates, temperature=max(generation.temperature, 1e-6),
                                            sample=generation.temperature > 0, seed=step_seed)
-            replies = [c.text for c in choices]
-            rows = [
+            return [c.text for c in choices], [
                 TrainingSample(prompt_ids=p, response_ids=list(c.response_ids), old_logprobs=[float(c.logprob)],
                                advantage=0.0, choice_ids=[list(ids) for ids in c.choice_ids],
                                choice_index=int(c.index))
                 for p, c in zip(prompts, choices)
             ]
-        else:
-            generations = generator.generate(prompts, generation, seed=step_seed)
-            replies = [g.text for g in generations]
-            rows = [
-                TrainingSample(prompt_ids=list(g.prompt_ids), response_ids=list(g.response_ids),
-                               old_logprobs=list(g.logprobs), advantage=0.0)
-                for g in generations
-            ]
-            n_truncated_replies += sum(g.truncated for g in generations)
-        timings["time/generation"] += time.perf_counter() - t0
+        generations = generator.generate(prompts, generation, seed=step_seed)
+        n_truncated_replies += sum(g.truncated for g in generations)
+        return [g.text for g in generations], [
+            TrainingSample(prompt_ids=list(g.prompt_ids), response_ids=list(g.response_ids),
+                           old_logprobs=list(g.logprobs), advantage=0.0)
+            for g in generations
+        ]
 
-        parsed = [agent.parse(reply) for reply in replies]
-        t0 = time.perf_counter()
-        results = pool.step([(s, p.action) for s, p in zip(active, parsed)])
-        timings["time/env_step"] += time.perf_counter() - t0
-
+    def record(active: list[int], replies: list[str], rows: list[TrainingSample], parsed: list[Any],
+               results: dict[int, Any]) -> list[int]:
+        """Append each slot's step to its episode; return the slots still playing."""
+        nonlocal n_generated
         still_active = []
         for s, reply, row, p in zip(active, replies, rows, parsed):
             result = results[s]
@@ -160,10 +170,34 @@ def collect_rollouts(
                 final_info[s] = next_info
             else:
                 still_active.append(s)
-        active = still_active
-        step_index += 1
-        if on_step is not None:
-            on_step(n_slots - len(active), n_slots, sum(bool(i.get("won")) for i in final_info.values()))
+        return still_active
+
+    # Each round, every wave gets its policy call and sends its actions; while the env workers step one wave, the
+    # policy acts for the next, and a wave's replies are read only just before its next call.
+    in_flight: dict[int, tuple[list[int], list[str], list[TrainingSample], list[Any], Any]] = {}
+    round_index = 0
+    while any(waves) or in_flight:
+        for w in range(n_waves):
+            if w in in_flight:
+                active, replies, rows, parsed, pending = in_flight.pop(w)
+                t0 = time.perf_counter()
+                results = pending.result()
+                timings["time/env_step"] += time.perf_counter() - t0
+                waves[w] = record(active, replies, rows, parsed, results)
+                if on_step is not None:
+                    wins = sum(bool(i.get("won")) for i in final_info.values())
+                    on_step(n_slots - sum(map(len, waves)), n_slots, wins)
+            if not waves[w]:
+                continue
+            t0 = time.perf_counter()
+            replies, rows = act(waves[w], (seed * 1_000_003 + round_index) * n_waves + w)
+            timings["time/generation"] += time.perf_counter() - t0
+            parsed = [agent.parse(reply) for reply in replies]
+            t0 = time.perf_counter()
+            pending = pool.step_async([(s, p.action) for s, p in zip(waves[w], parsed)])
+            timings["time/env_step"] += time.perf_counter() - t0
+            in_flight[w] = (waves[w], replies, rows, parsed, pending)
+        round_index += 1
 
     trajectories = []
     for s in range(n_slots):

@@ -357,7 +357,7 @@ class Trainer:
         batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
                                  mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
                                  max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
-                                 generator=self.generator)
+                                 generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps)
         return gather_rollouts(batch) if self.dist.enabled else batch
 
     def _vllm_options(self) -> dict[str, Any]:
