@@ -710,6 +710,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=None, help="generation repeats (default 2, quick 1)")
     parser.add_argument("--gen-tokens", type=int, default=32, help="max new tokens, think=False")
     parser.add_argument("--think-tokens", type=int, default=128, help="max new tokens, think=True")
+    parser.add_argument("--alfworld-configs", nargs="*", default=None,
+                        help='only these ALFWorld phase configs, by label: "G4 steps10 workers2" "G4 steps10 '
+                             'workers2 lockstep" (default: the whole sweep)')
     parser.add_argument("--out", type=Path, default=RESULT)
     parser.add_argument("--models", type=Path, default=REPO / "runs" / "bench-throughput",
                         help="where the benchmark's models are built (cached)")
@@ -816,19 +819,34 @@ def main(argv: list[str] | None = None) -> dict:
         if missing:
             report["phases"]["alfworld"] = {"skipped": missing}
         else:
-            print(f"\n== phase shares: ALFWorld ({ALFWORLD_CONFIG.relative_to(REPO)} with the d256 model; SCPO, "
-                  "scoring mode)", flush=True)
-            model = env_model("alfworld")
-            base = {"model.path": model["path"], "rollout.tasks_per_iteration": tasks, "learner.bf16": "auto"}
             # (group size, max steps, env workers, profile the env calls, overlap env steps with generation)
             sweep = [(2, 5, 2, False, True), (2, 5, 2, False, False)] if args.quick else [
                 (2, 10, 2, False, True), (4, 10, 2, False, True), (8, 10, 2, False, True), (4, 20, 2, False, True),
                 (4, 10, 0, True, True), (4, 10, 2, False, False), (4, 10, 1, False, True), (4, 10, 1, False, False)]
+            names = [f"G{g} steps{steps} workers{workers}" + ("" if overlap else " lockstep")
+                     for g, steps, workers, _, overlap in sweep]
+            unknown = sorted(set(args.alfworld_configs or []) - set(names))
+            if unknown:
+                raise SystemExit(f"--alfworld-configs: unknown {unknown}; the sweep has {names}")
+            print(f"\n== phase shares: ALFWorld ({ALFWORLD_CONFIG.relative_to(REPO)} with the d256 model; SCPO, "
+                  "scoring mode)", flush=True)
+            from agentrl.models import EMBEDDED_POLICY, recommended_agent_settings
+
+            model = env_model("alfworld")
+            # The example runs the embedded policy with the agent settings its agentrl.json recommends (no <think>,
+            # scoring mode, history 2); the d256 model recommends none, so they are set here.
+            agent = {f"agent.{k}": v for k, v in recommended_agent_settings(EMBEDDED_POLICY).items()}
+            # A random policy never wins: every advantage is 0 and the example's skip_zero_advantage would leave
+            # the learner nothing to do; a real run (some groups with a success) updates on its rows.
+            base = {"model.path": model["path"], "rollout.tasks_per_iteration": tasks, "learner.bf16": "auto",
+                    "learner.skip_zero_advantage": False, **agent}
             configs = []
-            for g, steps, workers, profile, overlap in sweep:
+            for name, (g, steps, workers, profile, overlap) in zip(names, sweep):
+                if args.alfworld_configs and name not in args.alfworld_configs:
+                    continue
                 over = {**base, "rollout.group_size": g, "rollout.workers": workers, "env.args": {"max_steps": steps},
                         "rollout.overlap_env_steps": overlap}
-                label = f"alfworld G{g} steps{steps} workers{workers}" + ("" if overlap else " lockstep")
+                label = f"alfworld {name}"
                 configs.append(run_config(label, "alfworld", over,
                                           base_file=ALFWORLD_CONFIG, warmup=0 if configs else args.warmup,
                                           measured=args.measured or (1 if args.quick else 2), profile=profile))
