@@ -49,6 +49,30 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
             assert row.choice_ids[row.expert_index] == policy.choice_token_ids(demo["reply"])
 
 
+def test_hard_negatives_draw_the_candidates_with_the_experts_command_word_first(build, tmp_path):
+    """Where the expert takes the task's object, the other objects at that place are the comparison that teaches
+    which object the task names: with hard negatives they are all kept (up to the cap), the rest filled at random."""
+    policy = HFPolicy(resolve_model("tiny-random", tmp_path), device="cpu")
+    takes = [f"<action>take {o} 1 from desk 1</action>" for o in ("bowl", "cellphone", "pen", "book")]
+    goes = [f"<action>go to shelf {i}</action>" for i in range(26)]
+    candidates = goes[:10] + takes + goes[10:]
+    demo = {"prompt": "Your task is to: put a bowl in shelf 1. You see a bowl 1, a cellphone 1...",
+            "reply": takes[0], "candidates": candidates}
+    ids = {tuple(policy.choice_token_ids(c)): c for c in candidates}
+    for seed in range(5):
+        (row,) = build._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed, hard_negatives=True)
+        kept = [ids[tuple(c)] for c in row.choice_ids]
+        assert len(kept) == 9 and set(takes) <= set(kept) and kept[row.expert_index] == takes[0]
+        assert kept == [c for c in candidates if c in kept]  # in the state's order
+    # Without them, 8 of 29 others at random leave most of the 3 other takes out on most draws.
+    random_rows = [build._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed)[0] for seed in range(20)]
+    assert sum(all(policy.choice_token_ids(t) in row.choice_ids for t in takes) for row in random_rows) < 5
+    # More same-word candidates than the cap: the sample is all of that word.
+    (row,) = build._demonstrations(policy, [{**demo, "reply": goes[3]}], 1024, max_candidates=9, seed=0,
+                                   hard_negatives=True)
+    assert all(ids[tuple(c)].startswith("<action>go to") for c in row.choice_ids)
+
+
 def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_with(build, tmp_path):
     """Collection, training, evaluation and the shipped agentrl.json use one set of agent settings, those the cache
     was collected with: the prompts trained on are the prompts the trainer will show (here: older actions listed
@@ -180,7 +204,7 @@ def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(buil
     rows = [{"env": "alfworld", "kind": "search", "prompt": f"You see shelf {k}.", "reply": candidates[k % 6],
              "candidates": candidates} for k in range(12)]
     args = argparse.Namespace(max_prompt_tokens=256, max_candidates=3, seed=0, sft_mode="both", batch_size=4,
-                              checkpoint_every=2, threads=1, micro_batch_tokens=2048)
+                              checkpoint_every=2, threads=1, micro_batch_tokens=2048, hard_negatives=False)
     out = tmp_path / "sft"
     messages = []
 
