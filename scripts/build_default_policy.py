@@ -481,8 +481,9 @@ def build_model(tokenizer: Any, args: argparse.Namespace) -> Any:
 
 def _verb(reply: str) -> str:
     """The command word of a candidate reply (``take`` of ``<action>take bowl 1 from desk 1</action>``)."""
-    action = reply.removeprefix("<action>").removesuffix("</action>").split()
-    return action[0] if action else ""
+    from agentrl.agents.react import parse_reply
+
+    return next(iter(parse_reply(reply, require_think=False).action.split()), "")
 
 
 def _demonstrations(policy: Any, demos: list[dict], max_prompt_tokens: int, max_candidates: int = 0,
