@@ -257,3 +257,68 @@ def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp
     assert (out / "model.safetensors").read_bytes() == weights
     with pytest.raises(SystemExit, match="no results"):
         build.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
+
+
+def test_a_smaller_builds_games_are_the_first_of_a_larger_ones(build):
+    """--alfworld-skip-games K relies on it: the balanced order does not depend on the count asked for, so a build
+    continued from a K-game model trains on games that model never saw."""
+    labels = {f"{label}-{i}": label for label, n in (("pick", 50), ("look", 9), ("heat", 30)) for i in range(n)}
+    small, large = build.balanced_games(labels, 30, seed=0), build.balanced_games(labels, 90, seed=0)
+    assert large[:len(small)] == small
+    assert len(small) == 29 and sorted(labels[g] for g in small).count("look") == 9  # a short type gives all it has
+    assert len(large) == 9 + 30 + 30 and len(set(large)) == len(large)
+    assert build.balanced_games(labels, 90, seed=1) != large
+
+
+def test_a_build_continued_from_the_packaged_policy_trains_its_weights_on_new_games(build, tmp_path, monkeypatch):
+    """`--init-from <packaged policy> --alfworld-skip-games K`: the tokenizer and weights are the packaged policy's
+    (trained further, not a new Llama), only games after the first K are collected, and the new agentrl.json and
+    card record the build it continued and the games of both."""
+    import json
+    import shutil
+    import sys
+
+    from safetensors.torch import load_file
+
+    from agentrl.envs.alfworld import data_status
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
+        pytest.skip("the embedded policy is not built")
+    # The collection runs in spawned processes, which import the script by name.
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    monkeypatch.setitem(sys.modules, "build_default_policy", build)
+    start = tmp_path / "start"
+    shutil.copytree(EMBEDDED_POLICY_DIR, start)
+    earlier = json.loads((start / "agentrl.json").read_text())
+    work, out = tmp_path / "work", tmp_path / "out"
+    monkeypatch.setattr(build, "log", lambda message: None)
+    options = ["--work", str(work), "--out", str(out), "--init-from", str(start), "--alfworld-games", "12",
+               "--alfworld-skip-games", "10", "--webshop-goals", "0", "--crafting-tasks", "0", "--textworld-games", "0",
+               "--threads", "1", "--lr", "1e-4"]
+    build.main(options + ["--stages", "collect,tokenizer,train,package", "--workers", "1"])
+
+    played = json.loads((work / "demos" / "alfworld-0.done.json").read_text())["games_used"]
+    from agentrl import envs
+
+    base = envs.make("alfworld").unwrapped
+    labels = {task_id: base.task(task_id).label for task_id in base.task_ids("train")}
+    assert played == build.balanced_games(labels, 12, seed=0)[10:]  # the 2 games after those of a 10-game build
+    assert (out / "tokenizer.json").read_text() == (start / "tokenizer.json").read_text()
+    before, after = load_file(start / "model.safetensors"), load_file(out / "model.safetensors")
+    assert before.keys() == after.keys()
+    moved = [name for name in before if not before[name].equal(after[name])]
+    assert moved  # trained...
+    for name in moved:  # ...from these weights: a new Llama would be nowhere near them
+        assert (after[name].float() - before[name].float()).norm() < 0.1 * before[name].float().norm()
+    packaged = json.loads((out / "agentrl.json").read_text())
+    assert packaged["continued_from"] == {k: v for k, v in earlier.items() if not k.startswith("results")}
+    assert packaged["alfworld_train_games"] == earlier["alfworld_train_games"] + 2
+    assert packaged["architecture"] == earlier["architecture"]
+    assert packaged["command"] == ("python scripts/build_default_policy.py --alfworld-games 12 "
+                                   f"--alfworld-skip-games 10 --init-from {start} --lr 0.0001")
+    card = " ".join((out / "README.md").read_text().split())
+    assert f"This build continued an earlier one: the agentrl-tiny built on {earlier['built']}" in card
+    assert "2 further ALFWorld train games" in card
