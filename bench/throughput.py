@@ -27,10 +27,13 @@ Part 2, phase shares. Real :class:`~agentrl.trainer.Trainer` iterations (SCPO, s
 ``examples/configs/alfworld-cpu.yaml``, with the d256 model of each env) on the built-in ``crafting`` env and on
 ALFWorld, sweeping group size and ``max_steps``; ALFWorld with 2 env workers, 1 and none, and with the env steps
 overlapped with generation (``rollout.overlap_env_steps``, the default: two waves of episodes) or in lockstep
-(``lockstep`` in the label; ``time/env_step`` is then all of the env's time). The first config of
-each env runs one warm-up iteration (imports, first calls; other tasks; reported, not averaged); env workers are
-started and warmed on an eval game before the first iteration (else their start-up competes for the 2 cores).
-Every config then measures iterations 1..k, which draw the same tasks (ALFWorld tasks differ a lot in size: the
+(``lockstep`` in the label; ``time/env_step`` is then all of the env's time), and with the next iteration's resets
+sent to the workers before the learner runs (``rollout.prefetch_resets``, the default; ``no-prefetch`` in the
+label: each iteration's resets, ALFWorld's grounding of its new games, are then waited for at its start). The
+first config of each env runs one warm-up iteration (imports, first calls; other tasks; reported, not averaged);
+env workers are started and warmed on an eval game before the first iteration (else their start-up competes for
+the 2 cores). Every config then runs an unmeasured iteration 0 (whose learner step hides iteration 1's resets, as
+in a run) and measures iterations 1..k, which draw the same tasks (ALFWorld tasks differ a lot in size: the
 learner's cost follows the longest packed row). The phases are the trainer's own ``time/*`` metrics: generation
 (prompt rendering included), env_step, env_reset, credit_assignment, learner, and any other ``time/*`` key the
 trainer logs (kept apart); ``other`` = iteration - their sum (reply parsing, bookkeeping, trajectory logging).
@@ -524,8 +527,9 @@ def run_config(label: str, env_name: str, overrides: dict, *, base_file: Path | 
         from agentrl.envs.alfworld.engine import GROUNDINGS
 
         GROUNDINGS.clear()  # in-process envs: games grounded by an earlier config must not make resets free
+    # run.iterations: every measured iteration is mid-run (the last one of a run sends no resets ahead).
     config = build_config(base_file, {"env.name": env_name, "run.torch_threads": 1, "run.eval_every": 0,
-                                      "run.sample_trajectories": 0, **overrides})
+                                      "run.sample_trajectories": 0, "run.iterations": 1000, **overrides})
     load_before = load_now()["loadavg"][0]
     with tempfile.TemporaryDirectory(prefix="throughput-", dir=os.environ.get("TMPDIR")) as run_dir:
         t0 = time.perf_counter()
@@ -547,8 +551,11 @@ def run_config(label: str, env_name: str, overrides: dict, *, base_file: Path | 
         extra: list[str] = []
         try:
             # Warm-up iterations draw other tasks (iteration numbers 1001, ...): every config measures iterations
-            # 1..measured, i.e. the same tasks, whose sizes differ a lot on ALFWorld.
-            schedule = [(1000 + k, True) for k in range(1, warmup + 1)] + [(k, False) for k in range(1, measured + 1)]
+            # 1..measured, i.e. the same tasks, whose sizes differ a lot on ALFWorld. Each config first runs an
+            # unmeasured iteration 0, so that iteration 1 starts as every later one does in a run: with
+            # rollout.prefetch_resets, its resets were sent while iteration 0's learner ran.
+            schedule = ([(1000 + k, True) for k in range(1, warmup + 1)] + [(0, True)]
+                        + [(k, False) for k in range(1, measured + 1)])
             for it, is_warmup in schedule:
                 learner_rows.clear()
                 m = trainer.run_iteration(it)
@@ -819,12 +826,15 @@ def main(argv: list[str] | None = None) -> dict:
         if missing:
             report["phases"]["alfworld"] = {"skipped": missing}
         else:
-            # (group size, max steps, env workers, profile the env calls, overlap env steps with generation)
-            sweep = [(2, 5, 2, False, True), (2, 5, 2, False, False)] if args.quick else [
-                (2, 10, 2, False, True), (4, 10, 2, False, True), (8, 10, 2, False, True), (4, 20, 2, False, True),
-                (4, 10, 0, True, True), (4, 10, 2, False, False), (4, 10, 1, False, True), (4, 10, 1, False, False)]
+            # (group size, max steps, env workers, profile the env calls, overlap env steps with generation,
+            # send the next iteration's resets before the learner runs)
+            sweep = [(2, 5, 2, False, True, True), (2, 5, 2, False, False, True)] if args.quick else [
+                (2, 10, 2, False, True, True), (4, 10, 2, False, True, True), (8, 10, 2, False, True, True),
+                (4, 20, 2, False, True, True), (4, 10, 0, True, True, True), (4, 10, 2, False, False, True),
+                (4, 10, 2, False, True, False), (4, 10, 1, False, True, True), (4, 10, 1, False, False, True),
+                (4, 10, 1, False, True, False)]
             names = [f"G{g} steps{steps} workers{workers}" + ("" if overlap else " lockstep")
-                     for g, steps, workers, _, overlap in sweep]
+                     + ("" if prefetch else " no-prefetch") for g, steps, workers, _, overlap, prefetch in sweep]
             unknown = sorted(set(args.alfworld_configs or []) - set(names))
             if unknown:
                 raise SystemExit(f"--alfworld-configs: unknown {unknown}; the sweep has {names}")
@@ -841,11 +851,11 @@ def main(argv: list[str] | None = None) -> dict:
             base = {"model.path": model["path"], "rollout.tasks_per_iteration": tasks, "learner.bf16": "auto",
                     "learner.skip_zero_advantage": False, **agent}
             configs = []
-            for name, (g, steps, workers, profile, overlap) in zip(names, sweep):
+            for name, (g, steps, workers, profile, overlap, prefetch) in zip(names, sweep):
                 if args.alfworld_configs and name not in args.alfworld_configs:
                     continue
                 over = {**base, "rollout.group_size": g, "rollout.workers": workers, "env.args": {"max_steps": steps},
-                        "rollout.overlap_env_steps": overlap}
+                        "rollout.overlap_env_steps": overlap, "rollout.prefetch_resets": prefetch}
                 label = f"alfworld {name}"
                 configs.append(run_config(label, "alfworld", over,
                                           base_file=ALFWORLD_CONFIG, warmup=0 if configs else args.warmup,

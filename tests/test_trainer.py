@@ -207,3 +207,32 @@ def test_train_tasks_fixes_the_training_set(tmp_path):
     assert attempted == [sorted(first_three)] * 2
     with pytest.raises(ConfigError, match="env.train_tasks"):
         small_config("grpo", "score", 1, **{"env.train_tasks": 0})
+
+
+def test_the_next_iterations_resets_are_sent_before_the_learner_runs_and_change_nothing(tmp_path):
+    """rollout.prefetch_resets: right after iteration i's rollout the env workers get iteration i+1's resets, so they
+    reset (ALFWorld: ground the games) while credit assignment and the learner run; none is sent when an evaluation
+    comes next or after the last iteration, and the run plays and learns exactly as without it."""
+    import numpy as np
+
+    def run(name, **extra):
+        config = small_config("gigpo", "score", 4, **{"rollout.workers": 1, "run.eval_every": 3, **extra})
+        trainer = Trainer(config, run_dir=tmp_path / name)
+        group = config.rollout.group_size
+        draws = {tuple(t for t in trainer._draw_tasks(np.random.default_rng([3, it])) for _ in range(group)): f"i{it}"
+                 for it in range(1, 5)}
+        events = []
+        reset_async, update = trainer.pool.reset_async, trainer.learner.update
+        trainer.pool.reset_async = lambda requests: events.append(
+            draws.get(tuple(r[2]["task_id"] for r in requests), "eval")) or reset_async(requests)
+        trainer.learner.update = lambda samples: events.append("update") or update(samples)
+        trainer.train()
+        return events
+
+    assert run("ahead") == ["i1", "i2", "update", "i3", "update", "update", "eval", "i4", "update", "eval"]
+    assert run("plain", **{"rollout.prefetch_resets": False}) == [
+        "i1", "update", "i2", "update", "i3", "update", "eval", "i4", "update", "eval"]
+    assert (tmp_path / "ahead" / "trajectories.jsonl").read_text() == \
+        (tmp_path / "plain" / "trajectories.jsonl").read_text()
+    ahead, plain = weights(find_latest(tmp_path / "ahead") / "model"), weights(find_latest(tmp_path / "plain") / "model")
+    assert all((ahead[k] == plain[k]).all() for k in ahead)

@@ -61,6 +61,7 @@ class RolloutSection:
     group_size: int = 8  #: G attempts per task from the same initial state (§1.1)
     workers: int = 2  #: env worker processes; 0 runs envs in the trainer's process
     overlap_env_steps: bool = True  #: two waves of episodes: envs step one while the policy acts for the other
+    prefetch_resets: bool = True  #: send the next iteration's resets before the learner runs: workers reset meanwhile
     max_trajectory_tokens: int | None = None  #: total response-token budget per trajectory (None: unlimited)
     max_consecutive_failures: int = 3  #: a task whose env fails this many times in a row stops the run
     generator: Literal["auto", "hf", "vllm"] = "auto"  #: generation backend; auto: vLLM if installed and a GPU is present

@@ -220,7 +220,11 @@ class EnvPool:
 
     def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
         """``requests``: (slot, seed, options) each; returns slot → (obs, info) or EnvFailure."""
-        return self._run([(slot, "reset", (seed, options)) for slot, seed, options in requests])
+        return self.reset_async(requests).result()
+
+    def reset_async(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> PendingReplies:
+        """Send ``requests`` to the workers and return at once; ``.result()`` is what :meth:`reset` returns."""
+        return self._send([(slot, "reset", (seed, options)) for slot, seed, options in requests])
 
     def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
         """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from agentrl.agents.react import ReActAgent
 from agentrl.algos.types import Step, Trajectory
-from agentrl.envpool import EnvFailure, EnvPool
+from agentrl.envpool import EnvFailure, EnvPool, PendingReplies
 from agentrl.errors import ConfigError
 from agentrl.generators import Generator
 from agentrl.learner import TrainingSample
@@ -61,6 +61,13 @@ class RolloutBatch:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+def reset_requests(task_ids: list[str], group_size: int, seed: int) -> list[tuple[int, int, dict[str, Any]]]:
+    """The pool's reset requests of a rollout of ``task_ids`` × ``group_size``: slot ``s`` plays task
+    ``task_ids[s // group_size]`` with reset seed ``seed + s // group_size`` (a group shares its initial state)."""
+    return [(s, seed + s // group_size, {"task_id": task_ids[s // group_size]})
+            for s in range(len(task_ids) * group_size)]
+
+
 def collect_rollouts(
     pool: EnvPool,
     agent: ReActAgent,
@@ -76,11 +83,14 @@ def collect_rollouts(
     generator: Generator | None = None,
     on_step: Callable[[int, int, int], None] | None = None,
     overlap_env_steps: bool = True,
+    sent_resets: PendingReplies | None = None,
 ) -> RolloutBatch:
     """Play ``group_size`` episodes of every task in ``task_ids``; members of a group share task and reset seed.
 
     ``generator`` replaces ``policy`` for free generation (module docstring); scoring mode always uses ``policy``.
     ``on_step(episodes_done, episodes_total, wins)`` is called after every batched step (progress display).
+    ``sent_resets``: this rollout's resets, already sent (``pool.reset_async(reset_requests(task_ids, group_size,
+    seed))``, for example while the learner was busy); ``time/env_reset`` is then only the time still waited.
     """
     generator = policy if generator is None else generator
     n_slots = len(task_ids) * group_size
@@ -88,7 +98,8 @@ def collect_rollouts(
     timings: Counter = Counter()
 
     t0 = time.perf_counter()
-    resets = pool.reset([(s, seed + s // group_size, {"task_id": slot_task[s]}) for s in range(n_slots)])
+    resets = (sent_resets.result() if sent_resets is not None
+              else pool.reset(reset_requests(task_ids, group_size, seed)))
     timings["time/env_reset"] += time.perf_counter() - t0
 
     agent.reset(n_slots)

@@ -43,14 +43,14 @@ from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_checkpoint
 from agentrl.config import TrainConfig, from_dict, save_config, to_dict
 from agentrl.distributed import DistInfo, DistributedLearner, all_ranks_agree, gather_rollouts, init_distributed
-from agentrl.envpool import EnvPool
+from agentrl.envpool import EnvPool, PendingReplies
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.evaluation import EpisodeResult, EvalReport
 from agentrl.generators import build_generator, resolve_generator_kind, sync_weights
 from agentrl.learner import Learner
 from agentrl.models import resolve_model
 from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads
-from agentrl.rollout import RolloutBatch, collect_rollouts
+from agentrl.rollout import RolloutBatch, collect_rollouts, reset_requests
 from agentrl.runlog import RunLogger
 
 
@@ -235,6 +235,7 @@ class Trainer:
         sync_weights(self.generator, self.policy)  # a resumed or LoRA policy differs from the folder's weights
         self.pool = _make_pool(cfg)
         self._stop_requested = False
+        self._sent_resets: tuple[int, PendingReplies] | None = None  # (iteration, its resets sent ahead)
         self._task_failures: Counter = Counter()
         self._nonfinite_updates = 0
 
@@ -254,7 +255,7 @@ class Trainer:
             for iteration in range(self.start_iteration, cfg.run.iterations + 1):
                 metrics = self.run_iteration(iteration)
                 done = iteration
-                if cfg.run.eval_every and (iteration % cfg.run.eval_every == 0 or iteration == cfg.run.iterations):
+                if self._evaluates_after(iteration):
                     metrics.update(self.evaluate(iteration))
                 if self.dist.enabled:  # a signal that reached one rank stops them all after this iteration
                     self._stop_requested = all_ranks_agree(self._stop_requested)
@@ -277,12 +278,15 @@ class Trainer:
         cfg = self.config
         start = time.perf_counter()
         rng = np.random.default_rng([cfg.run.seed, iteration])
-        n = cfg.rollout.tasks_per_iteration
-        picks = rng.choice(len(self.train_tasks), size=n, replace=len(self.train_tasks) < n)
-        tasks = [self.train_tasks[i] for i in picks]
-        batch = self._rollouts(tasks, cfg.rollout.group_size, cfg.generation, seed=cfg.run.seed * 100_003 + iteration,
-                               group_prefix=f"{iteration}/")
+        tasks = self._draw_tasks(rng)
+        sent, self._sent_resets = self._sent_resets, None
+        batch = self._rollouts(tasks, cfg.rollout.group_size, cfg.generation, seed=self._rollout_seed(iteration),
+                               group_prefix=f"{iteration}/",
+                               sent_resets=sent[1] if sent and sent[0] == iteration else None)
         self._check_failures(tasks, batch)
+        if self._next_is_a_rollout(iteration):
+            # The env workers ground the next iteration's games while credit assignment and the learner run here.
+            self._sent_resets = (iteration + 1, self._send_resets(iteration + 1))
         trajectories = [rt.trajectory for rt in batch.trajectories]
 
         t0 = time.perf_counter()
@@ -346,18 +350,52 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------------------------------------ helpers
+    def _draw_tasks(self, rng: np.random.Generator) -> list[str]:
+        """An iteration's training tasks, drawn with its own generator (seeded by run seed and iteration)."""
+        n = self.config.rollout.tasks_per_iteration
+        picks = rng.choice(len(self.train_tasks), size=n, replace=len(self.train_tasks) < n)
+        return [self.train_tasks[i] for i in picks]
+
+    def _rollout_seed(self, iteration: int) -> int:
+        return self.config.run.seed * 100_003 + iteration
+
+    def _rank_share(self, tasks: list[str], seed: int, group_prefix: str) -> tuple[list[str], int, str]:
+        """Under torch.distributed, this rank's whole groups of ``tasks``, its seed and its group-id prefix."""
+        if not self.dist.enabled:
+            return tasks, seed, group_prefix
+        rank, world = self.dist.rank, self.dist.world_size
+        # Each rank samples its own episodes, reproducibly, and group ids stay unique once gathered.
+        return tasks[rank::world], seed + 10_000_019 * rank, f"{group_prefix}r{rank}."
+
+    def _evaluates_after(self, iteration: int) -> bool:
+        every, last = self.config.run.eval_every, self.config.run.iterations
+        return bool(every) and (iteration % every == 0 or iteration == last)
+
+    def _next_is_a_rollout(self, iteration: int) -> bool:
+        """Whether the pool's next work is iteration + 1's rollout (not an evaluation, not the end of the run), so
+        that its resets can be sent now (``rollout.prefetch_resets``). With envs in this process (workers 0) a reset
+        sent now would run now: nothing to overlap."""
+        cfg = self.config
+        return (cfg.rollout.prefetch_resets and cfg.rollout.workers > 0 and hasattr(self.pool, "reset_async")
+                and iteration < cfg.run.iterations and not self._evaluates_after(iteration)
+                and not self._stop_requested)
+
+    def _send_resets(self, iteration: int) -> PendingReplies:
+        """Send ``iteration``'s resets to the env workers now; its rollout reads them (``sent_resets``)."""
+        cfg = self.config
+        tasks = self._draw_tasks(np.random.default_rng([cfg.run.seed, iteration]))
+        tasks, seed, _ = self._rank_share(tasks, self._rollout_seed(iteration), "")
+        return self.pool.reset_async(reset_requests(tasks, cfg.rollout.group_size, seed))
+
     def _rollouts(self, tasks: list[str], group_size: int, generation: GenerationConfig, *, seed: int,
-                  group_prefix: str) -> RolloutBatch:
+                  group_prefix: str, sent_resets: PendingReplies | None = None) -> RolloutBatch:
         """Play ``tasks``; under torch.distributed each rank plays whole groups of its share and all are gathered."""
-        if self.dist.enabled:
-            rank, world = self.dist.rank, self.dist.world_size
-            tasks = tasks[rank::world]
-            seed = seed + 10_000_019 * rank  # each rank samples its own episodes, reproducibly
-            group_prefix = f"{group_prefix}r{rank}."  # group ids stay unique once gathered
+        tasks, seed, group_prefix = self._rank_share(tasks, seed, group_prefix)
         batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
                                  mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
                                  max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
-                                 generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps)
+                                 generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps,
+                                 sent_resets=sent_resets)
         return gather_rollouts(batch) if self.dist.enabled else batch
 
     def _vllm_options(self) -> dict[str, Any]:
@@ -441,6 +479,9 @@ class Trainer:
         self.console.print(" | ".join(parts))
 
     def close(self) -> None:
+        if self._sent_resets is not None:  # read what the workers answer, so that none blocks on a full pipe
+            self._sent_resets[1].result()
+            self._sent_resets = None
         self.pool.close()
         self.logger.close()
         if self.generator is not self.policy and hasattr(self.generator, "close"):
