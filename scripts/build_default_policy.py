@@ -1104,14 +1104,13 @@ def _loss_text(train: dict) -> str:
     return {"score": choice, "generate": reply, "both": f"{choice}, plus {reply}"}[train["mode"]]
 
 
-def _continued_text(build: dict) -> str:
-    """The model card's paragraph on the build this one continued (``--init-from``; '' when trained from a new
-    Llama)."""
+def _continued_text(build: dict, new_games: int) -> str:
+    """The model card's paragraph on the build this one continued (``--init-from``) with ``new_games`` more ALFWorld
+    games; '' when trained from a new Llama."""
     earlier = build.get("continued_from")
     if not earlier:
         return ""
     train = earlier["train"]
-    new_games = build["alfworld_train_games"] - earlier["alfworld_train_games"]
     text = (f"This build continued an earlier one: the agentrl-tiny built on {earlier['built']} by "
             f"`{earlier['command']}` ({earlier['alfworld_train_games']} ALFWorld train games, "
             f"{train['train_demos']} demonstrations, {len(train['epochs'])} epoch(s) in {train['seconds'] / 60:.0f} "
@@ -1183,7 +1182,7 @@ The random and expert rows do not depend on the model (scripted agents, seed {bu
 `{build['command']}` (seeded; every stage cached under `runs/default-policy/`), on a machine with
 {build['machine']}, {build['built']}.
 
-{_continued_text(build)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {this_build_games} train
+{_continued_text(build, this_build_games)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {this_build_games} train
 games, {episodes_each} a search episode (visit the receptacles where the task's object is most often
 found in the train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a detour
 episode (random harmless actions now and then, every state labelled with the planner's way back). 5% of the games
