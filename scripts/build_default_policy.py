@@ -599,12 +599,15 @@ def stage_train(args: argparse.Namespace, work: Path) -> None:
         build_model(tokenizer, args).save_pretrained(base)
         tokenizer.save_pretrained(base)
         policy = HFPolicy(str(base), device="cpu")
-    train_rows, val_rows = _training_rows(args, work)
-    report = _fit(policy, train_rows, val_rows, args, args.lr, args.epochs, "train", out)
+    if args.epochs == 0:  # the model as it is, the start of DAgger (--init-from with --epochs 0)
+        report = {"parameters": policy.num_parameters(), "epochs": [], "seconds": 0.0}
+    else:
+        train_rows, val_rows = _training_rows(args, work)
+        report = _fit(policy, train_rows, val_rows, args, args.lr, args.epochs, "train", out)
     report["init_from"] = _init_from(args)
     policy.save_pretrained(out)
     (out / "train.json").write_text(json.dumps(report, indent=1))
-    shutil.rmtree(checkpoint_dir_for(out))
+    shutil.rmtree(checkpoint_dir_for(out), ignore_errors=True)
     log(f"train: done in {report['seconds']:.0f} s")
 
 
@@ -1232,7 +1235,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--intermediate", type=int, default=768)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="SFT epochs; 0 with --init-from: that model unchanged, for DAgger on it")
     parser.add_argument("--init-from", type=Path, default=None,
                         help="continue training this model folder (for example the packaged policy, on games it has "
                              "not seen: --alfworld-skip-games) instead of a new Llama; its tokenizer is kept. Measured "
@@ -1284,6 +1288,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
+    if args.epochs == 0 and not args.init_from:
+        raise SystemExit("--epochs 0 keeps the model it starts from: it needs --init-from MODEL")
     args.work.mkdir(parents=True, exist_ok=True)
     for stage in STAGES:
         if stage in stages:

@@ -322,3 +322,30 @@ def test_a_build_continued_from_the_packaged_policy_trains_its_weights_on_new_ga
     card = " ".join((out / "README.md").read_text().split())
     assert f"This build continued an earlier one: the agentrl-tiny built on {earlier['built']}" in card
     assert "2 further ALFWorld train games" in card
+
+
+def test_zero_epochs_from_a_packaged_policy_start_dagger_from_its_weights_unchanged(build, tmp_path, monkeypatch):
+    """`--init-from MODEL --epochs 0`: the train stage hands MODEL's weights (bf16 files, float32 in training)
+    and tokenizer to DAgger as they are; without --init-from, 0 epochs would be an untrained Llama: refused."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
+        pytest.skip("the embedded policy is not built")
+    monkeypatch.setattr(build, "log", lambda message: None)
+    work = tmp_path / "work"
+    with pytest.raises(SystemExit, match="--epochs 0 .* needs --init-from"):
+        build.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0"])
+    build.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0", "--init-from",
+                str(EMBEDDED_POLICY_DIR), "--threads", "1"])
+    before, after = load_file(EMBEDDED_POLICY_DIR / "model.safetensors"), load_file(work / "sft" / "model.safetensors")
+    assert before.keys() == after.keys()
+    for name in before:
+        assert after[name].dtype.is_floating_point and after[name].equal(before[name].to(after[name].dtype))
+    assert (work / "tokenizer" / "tokenizer.json").read_text() == (EMBEDDED_POLICY_DIR / "tokenizer.json").read_text()
+    report = json.loads((work / "sft" / "train.json").read_text())
+    assert report["epochs"] == [] and report["init_from"]["path"] == str(EMBEDDED_POLICY_DIR)
+    assert report["init_from"]["build"]["alfworld_train_games"] >= 1
