@@ -33,12 +33,12 @@ Stages:
 4. ``dagger``: DAgger (Ross et al. 2011), ``--dagger-rounds`` rounds: the policy plays the ALFWorld train games
    itself (once greedily, once sampled at T=0.4), every state it reaches is labelled with what an expert that sees
    only what the agent sees would do (``SearchingExpert``: search the likely receptacles until the object is in
-   sight, then the planner), and it is fine-tuned on those rows plus a replay of the demonstrations above. SFT
-   alone taught only the states the expert reaches; after one wrong move the SFT policy repeats it to the step
-   limit. Off by default: on the previous build (prompts with the action list), one round (3.0k labelled states
-   from 153 games, 15 min of play; 30 min of fine-tuning at lr 5e-4 with 3k replayed rows) left valid_unseen at
-   0/134 greedy and 2/134 at T=0.4 (SFT: 0 and 3), the loop's move still the top choice (probability 0.51 → 0.37
-   in a probed state). The shipped policy is the SFT model.
+   sight, taking the policy's own move where it is a right search move, then the planner), and it is fine-tuned on
+   those rows plus a replay of the demonstrations above. SFT alone taught only the states the expert reaches; after
+   one wrong move the SFT policy repeats it to the step limit. Off by default: on the previous build (prompts with
+   the action list), one round (3.0k labelled states from 153 games, 15 min of play; 30 min of fine-tuning at lr
+   5e-4 with 3k replayed rows) left valid_unseen at 0/134 greedy and 2/134 at T=0.4 (SFT: 0 and 3), the loop's move
+   still the top choice (probability 0.51 → 0.37 in a probed state). The shipped policy is the SFT model.
 5. ``eval``: success per task type on ALFWorld ``eval_out_of_distribution`` (valid_unseen, all 134 games) and
    ``eval_in_distribution`` (valid_seen, 140), choosing the highest-scoring admissible action (``greedy``, as the
    issue's reference was measured), sampling it at temperature 0.4 as the trainer evaluates (``score``), and by
@@ -190,7 +190,14 @@ class SearchingExpert:
     alone knows where the object is and goes straight there, which a policy cannot learn from its observations:
     labelled by the planner alone, a DAgger round lowered the SFT policy's teacher-forced accuracy from 33% to 7%.
     Call it once per state, in order from the episode's first (whose "go to" actions name the receptacles to
-    search), with the observation and info; ``None`` when there is no label."""
+    search), with the observation, the info and the action the policy ``proposed`` there; ``None`` when there is
+    no label.
+
+    A search has many right moves: any receptacle not yet visited where the object is found in the train games. The
+    policy's own such move is the label (the expert's order is used only when the policy's move is not one of
+    them): labelled with the expert's order alone, the labels disagreed with 81% of the shipped policy's moves,
+    three quarters of them became "go to", and one DAgger round left a policy that wandered between receptacles
+    without taking the object in sight, 17 → 0-1 of 134 valid_unseen games (2026-12-04)."""
 
     def __init__(self, wanted: str | None, prior: dict[str, dict[str, int]]):
         self.counts = prior.get(wanted or "", {})
@@ -201,7 +208,7 @@ class SearchingExpert:
         self.here: str | None = None
         self.closed = False
 
-    def __call__(self, obs: str, info: dict) -> str | None:
+    def __call__(self, obs: str, info: dict, proposed: str | None = None) -> str | None:
         admissible = info.get("admissible_actions") or []
         if self.order is None:
             places = [a[len("go to "):] for a in admissible if a.startswith("go to ")]
@@ -218,6 +225,10 @@ class SearchingExpert:
         if not self.seen:
             if self.here and self.closed and f"open {self.here}" in admissible:
                 return f"open {self.here}"
+            if proposed in admissible and proposed.startswith("go to "):
+                place = proposed[len("go to "):]
+                if place not in self.visited and self.counts.get(_object_type(place), 0) > 0:
+                    return proposed
             for place in self.order:
                 if place not in self.visited and f"go to {place}" in admissible:
                     return f"go to {place}"
@@ -568,15 +579,16 @@ def _training_rows(args: argparse.Namespace, work: Path) -> tuple[list[dict], li
 
 def _init_from(args: argparse.Namespace) -> dict[str, Any] | None:
     """What ``--init-from`` started from, for the model card: its path and, for a packaged policy, its own build
-    record (``agentrl.json``, without its results). Read at training time: the folder may be the one the package
-    stage then replaces."""
+    record (``agentrl.json``) without its results, and its results apart (those of its own weights: the results
+    before DAgger of a build that keeps them, ``--epochs 0``). Read at training time: the folder may be the one
+    the package stage then replaces."""
     if not args.init_from:
         return None
     path = Path(args.init_from) / "agentrl.json"
-    build = json.loads(path.read_text()) if path.is_file() else None
-    if build:
-        build = {k: v for k, v in build.items() if not k.startswith("results")}
-    return {"path": str(args.init_from), "build": build}
+    build = json.loads(path.read_text()) if path.is_file() else {}
+    return {"path": str(args.init_from),
+            "build": {k: v for k, v in build.items() if not k.startswith("results")} or None,
+            "results": build.get("results", {})}
 
 
 def stage_train(args: argparse.Namespace, work: Path) -> None:
@@ -676,7 +688,7 @@ def _fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpar
 
 def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, demos: list[dict],
                     temperature: float, seed: int, max_steps: int = 30, stuck_after: int = 3,
-                    expert: Callable[[str, dict], str | None] | None = None) -> tuple[bool, list[str]]:
+                    expert: Callable[[str, dict, str], str | None] | None = None) -> tuple[bool, list[str]]:
     """One episode played by ``policy`` (choosing among the admissible actions, as the shipped agent does), every
     state it reaches labelled with ``expert``'s action (Ross et al. 2011, DAgger; default: the planner's,
     ``info["expert_action"]``; the build uses :class:`SearchingExpert`). The episode ends early once the
@@ -687,18 +699,17 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
     agent.reset(1)
     moves: Counter = Counter()
     played: list[str] = []
-    label = expert or (lambda obs, info: info.get("expert_action"))
+    label = expert or (lambda obs, info, proposed: info.get("expert_action"))
     for step in range(max_steps):
-        action = label(obs, info)
-        if action is None:
-            break
-        recorded = _record(demos, agent, "alfworld", task_id, kind, obs, info, action)
         prompt = policy.render(agent.messages(0, obs, info))
         (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=max(temperature, 1e-6),
                                          sample=temperature > 0, seed=seed * 1_000_003 + step)
-        if recorded:
-            demos[-1]["played"] = choice.text  # the reply the policy chose: always a candidate of the SFT loss
         action = agent.parse(choice.text).action
+        expert_action = label(obs, info, action)
+        if expert_action is None:
+            break
+        if _record(demos, agent, "alfworld", task_id, kind, obs, info, expert_action):
+            demos[-1]["played"] = choice.text  # the reply the policy chose: always a candidate of the SFT loss
         agent.record(0, obs, action)
         played.append(action)
         next_obs, _, terminated, truncated, info = env.step(action)
@@ -968,6 +979,11 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     rows = {**_eval_rows(work / "eval", model_agents=False), **_eval_rows(final.parent / "eval", model_agents=True)}
     # The SFT model's own results, when DAgger came after it: the card shows what DAgger changed.
     before = _eval_rows(work / "eval", model_agents=True) if dagger else {}
+    if not train["epochs"]:  # the model started from was kept (--epochs 0): its results are those of these weights
+        started = (train.get("init_from") or {}).get("results", {})
+        before = before or {name: r for name, r in started.items() if r["agent"] in MODEL_AGENTS}
+        # Scripted agents do not depend on the model: carried over where this build did not measure them again.
+        rows = {**{name: r for name, r in started.items() if r["agent"] not in MODEL_AGENTS}, **rows}
     collect = _done_stats(work / "demos")
     staging = args.out.with_name(args.out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -1076,16 +1092,20 @@ def _dagger_text(build: dict, before: dict[str, dict]) -> str:
                      f"| {max(part['seconds'] for part in collect) / 60:.0f} | {r['dagger_rows']} + {r['replay_rows']} "
                      f"| {r['seconds'] / 60:.0f} | {epoch['val_loss']:.4f} |")
     table = "\n".join(_results_table(before)) if before else "(not measured)"
+    sft_epochs = build["train"]["epochs"]
+    validation = (f"Validation loss on the same held-out games (the SFT model's: {sft_epochs[-1]['val_loss']:.4f})"
+                  if sft_epochs else "Validation loss on held-out games of this build's demonstrations")
     return f"""
 Then DAgger (Ross et al. 2011), {len(rounds)} round(s) (`--dagger-rounds`). Each round the current policy played the
 train games (not the validation ones) in {len(rounds[0]['collect'])} processes for a fixed time, each game once
 choosing its best admissible action and once sampling at T=0.4, an episode ending once the policy had made the
 same move from the same observation 3 times; every state it reached was labelled by an expert that sees what the
-agent sees: until the task's object had been in sight, open the receptacle it stands at if closed, else go to the
-next receptacle not yet visited, most likely first (the search prior); from then on the engine's planner. The
+agent sees: until the task's object had been in sight, open the receptacle it stands at if closed, else the policy's
+own move if it went to a receptacle not yet visited where that object is found in the train games, else the next
+such receptacle, most likely first (the search prior); from then on the engine's planner. The
 policy was then fine-tuned for one epoch (AdamW at {rounds[-1]['lr']:g}, cosine) on the labelled states of all
 rounds so far plus a replay of the demonstrations above, so that it keeps the other envs and the expert's own
-states. Validation loss on the same held-out games (the SFT model's: {build['train']['epochs'][-1]['val_loss']:.4f}):
+states. {validation}:
 
 | round | policy played | games | won (greedy / T=0.4) | minutes playing | rows fine-tuned on (DAgger + replay) | minutes fine-tuning | validation loss |
 |---|---|---|---|---|---|---|---|
@@ -1124,8 +1144,27 @@ def _continued_text(build: dict, new_games: int) -> str:
     return textwrap.fill(text, width=118, break_on_hyphens=False, break_long_words=False) + "\n\n"
 
 
+def _kept_text(build: dict, new_games: int) -> str:
+    """The model card's paragraph on a build that kept the model it started from (``--init-from`` with ``--epochs
+    0``) and ran DAgger on it, playing and replaying ``new_games`` ALFWorld train games that model had not seen."""
+    earlier = build["continued_from"]
+    data = ", ".join(f"{name} {part.get('demos', '?')}" for name, part in build["data"].items())
+    text = (f"This build kept the weights and tokenizer of the agentrl-tiny built on {earlier['built']} by "
+            f"`{earlier['command']}` (`--init-from` with `--epochs 0`: no SFT here) and ran DAgger on them "
+            f"(below) in {new_games} ALFWorld train games that model had not seen (the next in the same balanced "
+            f"order, `--alfworld-skip-games`): it played as many of them as its time allowed and replayed expert "
+            f"demonstrations of them and of the other envs ({data}). {build['alfworld_train_games']} ALFWorld "
+            f"train games in all. That earlier build's SFT:")
+    return textwrap.fill(text, width=118, break_on_hyphens=False, break_long_words=False) + "\n\n"
+
+
 def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | None = None) -> str:
-    arch, train = build["architecture"], build["train"]
+    arch = build["architecture"]
+    # A build that kept the model it started from (--init-from, --epochs 0) and only ran DAgger on it: its SFT is
+    # the earlier build's, described from that build's record.
+    kept = not build["train"]["epochs"] and "continued_from" in build
+    sft = build["continued_from"] if kept else build
+    train = sft["train"]
     other = []
     for env_name, split_label in (("webshop", "eval goals"), ("crafting", "eval_in_distribution"),
                                   ("textworld", "held-out games")):
@@ -1137,12 +1176,13 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
     epochs = "\n".join(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['val_loss']:.4f} | {e['seconds'] / 60:.1f} |"
                         for e in train["epochs"])
     precision = "bf16 autocast" if train["bf16_autocast"] else "float32 (this CPU has no native bf16)"
-    walkthroughs = any("walk_won" in part for part in build["data"].values())
+    walkthroughs = any("walk_won" in part for part in sft["data"].values())
     episodes_each = "three episodes each: the walkthrough;" if walkthroughs else "two episodes each:"
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
-                            for k, v in build["data"].items())
+                            for k, v in sft["data"].items())
     dagger_text = _dagger_text(build, before or {})
     this_build_games = build["alfworld_train_games"] - build.get("continued_from", {}).get("alfworld_train_games", 0)
+    sft_games = sft["alfworld_train_games"] - sft.get("continued_from", {}).get("alfworld_train_games", 0)
     listing = ("" if build["agent"].get("list_actions", True) else
                " no list of the admissible actions in the prompt (`agent.list_actions: false`),")
     packaged = sorted(name for name, r in rows.items() if r.get("weights") == "packaged")
@@ -1185,7 +1225,7 @@ The random and expert rows do not depend on the model (scripted agents, seed {bu
 `{build['command']}` (seeded; every stage cached under `runs/default-policy/`), on a machine with
 {build['machine']}, {build['built']}.
 
-{_continued_text(build, this_build_games)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {this_build_games} train
+{_kept_text(build, this_build_games) if kept else ""}{_continued_text(sft, sft_games)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {sft_games} train
 games, {episodes_each} a search episode (visit the receptacles where the task's object is most often
 found in the train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a detour
 episode (random harmless actions now and then, every state labelled with the planner's way back). 5% of the games

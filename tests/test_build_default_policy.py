@@ -196,6 +196,36 @@ def test_the_searching_expert_labels_only_what_the_agent_can_know(build):
     env.close()
 
 
+def test_the_searching_expert_takes_the_policys_own_search_move_as_its_label(build):
+    """A search has many right moves: before the object is in sight, the policy's "go to" a receptacle not yet
+    visited where the object is found in the train games is the label; a move to a visited receptacle, or to one
+    where the object is never found, is labelled with the expert's own next receptacle."""
+    import agentrl.envs as envs
+    from agentrl.envs.alfworld import data_status
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    env = envs.make("alfworld", expert=True, max_steps=60)
+    task_id = next(t for t in sorted(env.unwrapped.task_ids("train")) if "Mug-None-CoffeeMachine" in t)
+    obs, info = env.reset(options={"task_id": task_id})
+    places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
+    open_kinds = {build._object_type(p) for p in places} - {"fridge", "cabinet", "microwave", "drawer", "safe"}
+    plausible_kinds = sorted(open_kinds)[:2]
+    prior = {"mug": {kind: 5 - i for i, kind in enumerate(plausible_kinds)}}
+    plausible = [p for p in places if build._object_type(p) in plausible_kinds]
+    never = next(p for p in places if build._object_type(p) not in plausible_kinds)
+    expert = build.SearchingExpert("mug", prior)
+    assert expert(obs, info, f"go to {never}") == f"go to {expert.order[0]}"
+    assert expert(obs, info, f"go to {plausible[-1]}") == f"go to {plausible[-1]}"
+    obs, _, _, _, info = env.step(f"go to {plausible[-1]}")
+    if expert(obs, info, f"go to {plausible[-1]}") == info["expert_action"]:
+        pytest.skip("the mug was in sight at the first receptacle")
+    assert expert.visited == {plausible[-1]}
+    assert expert(obs, info, f"go to {plausible[0]}") == f"go to {plausible[0]}"
+    assert expert(obs, info, "look") == f"go to {next(p for p in expert.order if p not in expert.visited)}"
+    env.close()
+
+
 def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(build, tmp_path, monkeypatch):
     import argparse
 
@@ -349,3 +379,57 @@ def test_zero_epochs_from_a_packaged_policy_start_dagger_from_its_weights_unchan
     report = json.loads((work / "sft" / "train.json").read_text())
     assert report["epochs"] == [] and report["init_from"]["path"] == str(EMBEDDED_POLICY_DIR)
     assert report["init_from"]["build"]["alfworld_train_games"] >= 1
+
+
+def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sft_on_its_card(build, tmp_path,
+                                                                                           monkeypatch):
+    """`--init-from <packaged policy> --epochs 0 --dagger-rounds 1`: DAgger fine-tunes the packaged weights on
+    states they reach in games they never saw, and the package's card describes the earlier build's SFT (its data,
+    loss, time) and the round, with the packaged policy's own results as those before DAgger."""
+    import json
+    import shutil
+    import sys
+
+    from safetensors.torch import load_file
+
+    from agentrl.envs.alfworld import data_status
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
+        pytest.skip("the embedded policy is not built")
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # spawned workers import the script by name
+    monkeypatch.setitem(sys.modules, "build_default_policy", build)
+    monkeypatch.setattr(build, "log", lambda message: None)
+    start = tmp_path / "start"
+    shutil.copytree(EMBEDDED_POLICY_DIR, start)
+    earlier = json.loads((start / "agentrl.json").read_text())
+    work, out = tmp_path / "work", tmp_path / "out"
+    build.main(["--work", str(work), "--out", str(out), "--init-from", str(start), "--epochs", "0",
+                "--alfworld-games", "12", "--alfworld-skip-games", "10", "--webshop-goals", "0",
+                "--crafting-tasks", "0", "--textworld-games", "0", "--threads", "1", "--workers", "1",
+                "--dagger-rounds", "1", "--dagger-minutes", "0.01", "--dagger-replay", "20", "--dagger-lr", "1e-4",
+                "--stages", "collect,tokenizer,train,dagger,package"])
+
+    (report,) = json.loads((out / "agentrl.json").read_text())["dagger"]
+    assert report["from"] == "sft" and report["dagger_rows"] > 0 and 0 < report["replay_rows"] <= 20
+    played = report["collect"]["alfworld-0"]
+    assert played["games"] == 1  # one game started within the time given, played greedily and sampled
+    before, after = load_file(start / "model.safetensors"), load_file(out / "model.safetensors")
+    moved = [name for name in before if not before[name].equal(after[name])]
+    assert moved
+    for name in moved:  # fine-tuned from the packaged weights
+        assert (after[name].float() - before[name].float()).norm() < 0.1 * before[name].float().norm()
+    packaged = json.loads((out / "agentrl.json").read_text())
+    assert packaged["train"]["epochs"] == [] and packaged["alfworld_train_games"] == earlier["alfworld_train_games"] + 2
+    started = {k: v["by_type"] for k, v in earlier["results"].items() if v["agent"] in build.MODEL_AGENTS}
+    assert {k: v["by_type"] for k, v in packaged["results_before_dagger"].items()} == started
+    assert packaged["results"]["alfworld-unseen-expert"]["by_type"] == earlier["results"]["alfworld-unseen-expert"]["by_type"]
+    card = " ".join((out / "README.md").read_text().split())
+    assert f"This build kept the weights and tokenizer of the agentrl-tiny built on {earlier['built']}" in card
+    assert "ran DAgger on them (below) in 2 ALFWorld train games that model had not seen" in card
+    sft_line = f"{earlier['train']['train_demos']} demonstrations"
+    assert sft_line in card  # the earlier build's SFT, described from its record
+    assert "Then DAgger (Ross et al. 2011), 1 round(s)" in card
+    assert "Validation loss on held-out games of this build's demonstrations" in card
