@@ -1306,7 +1306,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "ALFWorld prompts are ~45%% shorter")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
     parser.add_argument("--dagger-rounds", type=int, default=0,
-                        help="DAgger rounds after SFT (default 0: one round did not improve closed-loop success)")
+                        help="DAgger rounds after SFT (default 0: one round did not improve closed-loop success; "
+                             "on the shipped 17/134 policy it left 0-2/134, 2026-12-04)")
     parser.add_argument("--dagger-minutes", type=float, default=15.0,
                         help="time each DAgger worker plays the policy per round")
     parser.add_argument("--dagger-replay", type=int, default=3000,
