@@ -20,7 +20,9 @@ Stages:
      the train games (a prior counted from the walkthroughs: information the policy can have, not the game's
      answer), opening closed ones, until the object is in sight, and the engine's planner then takes over from that
      state; and a *detour* episode, in which the agent takes a random harmless action now and then (go to, open,
-     close, examine) and every state it reaches is labelled with the planner's way back (DAgger-style recovery);
+     close, examine) and every state it reaches is labelled with the planner's way back (DAgger-style recovery).
+     The planner knows where the object is: with ``--alfworld-labels observable`` both episodes are instead
+     labelled by ``SearchingExpert`` (below) in every state, the search going on until the object is in sight;
    - WebShop train goals with its scripted expert, TextWorld games with their walkthroughs (re-planned), and the
      built-in Crafting env with its solver (fewer steps: ALFWorld is what the policy is for).
 2. ``tokenizer``: a byte-level BPE (``tokenizers``) trained on the demonstrations' text, ChatML template.
@@ -144,15 +146,16 @@ def _record(demos: list[dict], agent: Any, env_name: str, task_id: str, kind: st
 
 def _expert_episode(env: Any, agent: Any, env_name: str, task_id: str, kind: str, demos: list[dict],
                     rng: random.Random, detour_prob: float = 0.0, prefix: list[str] | None = None,
-                    max_steps: int = 60) -> bool:
-    """One episode labelled by the env's expert. ``prefix``: actions played first *as labels* (the search);
+                    max_steps: int = 60, labeller: Callable[[str, dict], str | None] | None = None) -> bool:
+    """One episode labelled by the env's expert (``info["expert_action"]``), or by ``labeller(obs, info)``, called
+    once per state in order (:class:`SearchingExpert`). ``prefix``: actions played first *as labels* (the search);
     ``detour_prob``: chance per step of playing a random harmless action instead (that step is still labelled
     with the expert's action: the state is what matters, DAgger-style)."""
     obs, info = env.reset(options={"task_id": task_id})
     agent.reset(1)
     prefix = list(prefix or [])
     for _ in range(max_steps):
-        expert = info.get("expert_action")
+        expert = labeller(obs, info) if labeller else info.get("expert_action")
         if expert is None:
             break
         if prefix:
@@ -199,9 +202,11 @@ class SearchingExpert:
     three quarters of them became "go to", and one DAgger round left a policy that wandered between receptacles
     without taking the object in sight, 17 → 0-1 of 134 valid_unseen games (2026-12-04)."""
 
-    def __init__(self, wanted: str | None, prior: dict[str, dict[str, int]]):
+    def __init__(self, wanted: str | None, prior: dict[str, dict[str, int]], rng: random.Random | None = None):
         self.counts = prior.get(wanted or "", {})
+        self.rng = rng  # given: ties and near-ties of the prior broken at random, so that demonstrations differ
         self.order: list[str] | None = None
+        self.search_labels = 0  # states labelled with a search move (before the object was in sight)
         self.sighting = re.compile(rf"\b{re.escape(wanted)} \d+") if wanted else None
         self.seen = wanted is None
         self.visited: set[str] = set()
@@ -212,7 +217,11 @@ class SearchingExpert:
         admissible = info.get("admissible_actions") or []
         if self.order is None:
             places = [a[len("go to "):] for a in admissible if a.startswith("go to ")]
-            self.order = sorted(places, key=lambda p: (-self.counts.get(_object_type(p), 0), p))
+            if self.rng is None:
+                self.order = sorted(places, key=lambda p: (-self.counts.get(_object_type(p), 0), p))
+            else:
+                noisy = {p: -(self.counts.get(_object_type(p), 0) + self.rng.random() * 0.5) for p in places}
+                self.order = sorted(places, key=lambda p: (noisy[p], self.rng.random()))
         arrival = re.match(r"You arrive at (.+?)\.", obs)
         if arrival:
             self.here = arrival.group(1)
@@ -223,16 +232,23 @@ class SearchingExpert:
         if self.sighting is not None and self.sighting.search(obs):
             self.seen = True
         if not self.seen:
-            if self.here and self.closed and f"open {self.here}" in admissible:
-                return f"open {self.here}"
-            if proposed in admissible and proposed.startswith("go to "):
-                place = proposed[len("go to "):]
-                if place not in self.visited and self.counts.get(_object_type(place), 0) > 0:
-                    return proposed
-            for place in self.order:
-                if place not in self.visited and f"go to {place}" in admissible:
-                    return f"go to {place}"
+            label = self._search_move(admissible, proposed)
+            if label is not None:
+                self.search_labels += 1
+                return label
         return info.get("expert_action")
+
+    def _search_move(self, admissible: list[str], proposed: str | None) -> str | None:
+        if self.here and self.closed and f"open {self.here}" in admissible:
+            return f"open {self.here}"
+        if proposed in admissible and proposed.startswith("go to "):
+            place = proposed[len("go to "):]
+            if place not in self.visited and self.counts.get(_object_type(place), 0) > 0:
+                return proposed
+        for place in self.order or []:
+            if place not in self.visited and f"go to {place}" in admissible:
+                return f"go to {place}"
+        return None
 
 
 def _alfworld_search_prefix(env: Any, task_id: str, prior: dict[str, dict[str, int]], rng: random.Random,
@@ -307,9 +323,15 @@ def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
 
 def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
                            out_path: str, minutes: float | None, walkthroughs: bool,
-                           agent_settings: dict[str, Any]) -> dict[str, Any]:
+                           agent_settings: dict[str, Any], labels: str = "planner") -> dict[str, Any]:
     """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
-    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given."""
+    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given.
+
+    ``labels``: ``"planner"``, the search episode searches at most 5 likely receptacles and the engine's planner
+    labels every other state, the detour episode's included (the planner knows where the object is: before it is in
+    sight, its "go to" is not a function of what the agent has seen); ``"observable"``, every state of both episodes
+    is labelled by :class:`SearchingExpert` (search until the object is in sight, then the planner), as DAgger's
+    states are."""
     import torch
 
     torch.set_num_threads(1)
@@ -318,12 +340,20 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
     def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
         if walkthroughs:
             stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
+        if labels == "observable":
+            wanted = _wanted_object(env, task_id)
+            for kind, detour_prob in (("search", 0.0), ("detour", 0.2)):
+                expert = SearchingExpert(wanted, prior, rng)
+                stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
+                                                        detour_prob=detour_prob, labeller=expert)
+                stats["search_labels"] += expert.search_labels
+            return
         prefix = _alfworld_search_prefix(env, task_id, prior, rng)
         stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng, prefix=prefix)
         stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
                                                detour_prob=0.2)
 
-    return _alfworld_games(task_ids, out_path, minutes, play, agent_settings)
+    return {**_alfworld_games(task_ids, out_path, minutes, play, agent_settings), "labels": labels}
 
 
 def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: int, out_path: str,
@@ -421,7 +451,7 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
         path = demos_dir / f"alfworld-{i}.jsonl"
         jobs.append((path.stem, collect_alfworld_shard,
                      (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes,
-                      "alfworld/walkthrough" not in _skip_kinds(args), settings)))
+                      "alfworld/walkthrough" not in _skip_kinds(args), settings, args.alfworld_labels)))
     for name, count, detour in (("webshop", args.webshop_goals, 0.1), ("crafting", args.crafting_tasks, 0.1),
                                 ("textworld", args.textworld_games, 0.1)):
         jobs.append((name, collect_simple, (name, {}, "train", count, args.seed, str(demos_dir / f"{name}.jsonl"),
@@ -1023,9 +1053,9 @@ def build_command(args: argparse.Namespace) -> str:
     """The command that reproduces this build: the script and the options that shape the policy and differ from
     their defaults."""
     defaults = parse_args([])
-    shaping = ("seed", "alfworld_games", "alfworld_skip_games", "init_from", "list_actions", "vocab", "hidden",
-               "intermediate", "layers", "epochs", "sft_mode", "max_candidates", "hard_negatives", "lr",
-               "dagger_rounds")
+    shaping = ("seed", "alfworld_games", "alfworld_skip_games", "alfworld_labels", "init_from", "list_actions",
+               "vocab", "hidden", "intermediate", "layers", "epochs", "sft_mode", "max_candidates", "hard_negatives",
+               "lr", "dagger_rounds")
     words = ["python scripts/build_default_policy.py"]
     for name in shaping:
         value = getattr(args, name)
@@ -1178,6 +1208,16 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
     precision = "bf16 autocast" if train["bf16_autocast"] else "float32 (this CPU has no native bf16)"
     walkthroughs = any("walk_won" in part for part in sft["data"].values())
     episodes_each = "three episodes each: the walkthrough;" if walkthroughs else "two episodes each:"
+    observable = any(part.get("labels") == "observable" for part in sft["data"].values())
+    episodes_text = ("a search episode (visit the receptacles where the task's object is most often found in the "
+                     "train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a "
+                     "detour episode (the same search with random harmless actions now and then); every state "
+                     "labelled by what an expert that sees only what the agent sees would do (`SearchingExpert`: "
+                     "the search until the object is in sight, then the planner)." if observable else
+                     "a search episode (visit the receptacles where the task's object is most often found in the "
+                     "train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a "
+                     "detour episode (random harmless actions now and then, every state labelled with the planner's "
+                     "way back).")
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
                             for k, v in sft["data"].items())
     dagger_text = _dagger_text(build, before or {})
@@ -1226,10 +1266,7 @@ The random and expert rows do not depend on the model (scripted agents, seed {bu
 {build['machine']}, {build['built']}.
 
 {_kept_text(build, this_build_games) if kept else ""}{_continued_text(sft, sft_games)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {sft_games} train
-games, {episodes_each} a search episode (visit the receptacles where the task's object is most often
-found in the train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a detour
-episode (random harmless actions now and then, every state labelled with the planner's way back). 5% of the games
-are held out for the validation loss.
+games, {episodes_each} {episodes_text} 5% of the games are held out for the validation loss.
 
 | part | demonstrations | games / episodes |
 |---|---|---|
@@ -1265,6 +1302,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--alfworld-games", type=int, default=1200,
                         help="train games, balanced over task types (720 before 2026-12-04: 13 vs 17 of 134 "
                              "valid_unseen greedy)")
+    parser.add_argument("--alfworld-labels", choices=("planner", "observable"), default="planner",
+                        help="who labels the ALFWorld states: the engine's planner after a search of at most 5 "
+                             "receptacles (it knows where the object is), or SearchingExpert everywhere (search "
+                             "until the object is in sight, then the planner). Measured 2026-12-05, 1200 games, "
+                             "otherwise the default build: observable won 9/134 valid_unseen greedy and 15/134 at "
+                             "T=0.4 (planner: 17 and 21)")
     parser.add_argument("--alfworld-skip-games", type=int, default=0,
                         help="leave out the first K games of the balanced order: those a build of K games trained "
                              "on, when this build continues from its model (--init-from)")

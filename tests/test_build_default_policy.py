@@ -433,3 +433,56 @@ def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sf
     assert sft_line in card  # the earlier build's SFT, described from its record
     assert "Then DAgger (Ross et al. 2011), 1 round(s)" in card
     assert "Validation loss on held-out games of this build's demonstrations" in card
+
+
+def test_observable_labels_start_every_alfworld_episode_with_a_search_not_the_planners_shortcut(build, tmp_path):
+    """``--alfworld-labels observable`` on real train games whose object is not where it is most often found: the
+    first state of both episodes is labelled with a move to the most likely kind of receptacle (what the agent can
+    know), where the planner's labels of the same games go straight to the object's hidden place."""
+    import json
+    import re
+
+    from agentrl.agents.react import parse_reply
+    import agentrl.envs as envs
+    from agentrl.envs.alfworld import data_status
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    env = envs.make("alfworld")
+    base = env.unwrapped
+    train_ids = sorted(base.task_ids("train"))
+    prior = build.alfworld_search_prior(base.games_root, train_ids)
+
+    def first_take(task_id: str) -> tuple[str, str]:
+        walkthrough = json.loads((base.games_root / task_id / "game.tw-pddl").read_text())["walkthrough"]
+        obj, place = next(re.match(r"take (.+?) from (.+)$", c).groups() for c in walkthrough if c.startswith("take "))
+        return build._object_type(obj), build._object_type(place)
+
+    def top_kinds(wanted: str) -> set[str]:
+        counts = prior[wanted]
+        return {kind for kind, n in counts.items() if n == max(counts.values())}
+
+    games = [t for t in train_ids if "pick_and_place_simple" in t
+             and first_take(t)[1] not in top_kinds(first_take(t)[0])][:2]
+    env.close()
+    settings = {**build.AGENT, "list_actions": False}
+    first_labels, search_labels = {}, {}
+    for labels in ("observable", "planner"):
+        out = tmp_path / f"{labels}.jsonl"
+        stats = build.collect_alfworld_shard(games, prior, 0, str(out), None, False, settings, labels)
+        assert stats["labels"] == labels and stats["games"] == 2 and stats["search_won"] == 2
+        search_labels[labels] = stats.get("search_labels", 0)
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        for task_id in games:
+            for kind in ("search", "detour"):
+                reply = next(r["reply"] for r in rows if r["task_id"] == task_id and r["kind"] == kind)
+                first_labels[labels, task_id, kind] = parse_reply(reply, require_think=False).action
+    assert search_labels["observable"] >= 4 and search_labels["planner"] == 0
+    for task_id in games:
+        wanted, hidden_place = first_take(task_id)
+        for kind in ("search", "detour"):
+            observable = first_labels["observable", task_id, kind]
+            assert observable.startswith("go to ")
+            assert build._object_type(observable[len("go to "):]) in top_kinds(wanted)
+        planner = first_labels["planner", task_id, "detour"]
+        assert build._object_type(planner[len("go to "):]) == hidden_place
