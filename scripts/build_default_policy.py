@@ -70,7 +70,7 @@ import textwrap
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,6 +85,8 @@ STAGES = ("collect", "tokenizer", "train", "dagger", "eval", "package", "card")
 #: ``demos/agent.json`` (:func:`agent_settings`).
 AGENT = {"think": False, "history_length": 2, "action_memory": 12}
 HARMLESS = ("go to ", "open ", "close ", "examine ")
+#: The kinds of ALFWorld episodes played per train game (``--skip-kinds alfworld/<kind>`` leaves one out).
+ALFWORLD_KINDS = ("walkthrough", "search", "detour")
 
 
 def log(message: str) -> None:
@@ -322,10 +324,11 @@ def _alfworld_games(task_ids: list[str], out_path: str, minutes: float | None,
 
 
 def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]], seed: int,
-                           out_path: str, minutes: float | None, walkthroughs: bool,
+                           out_path: str, minutes: float | None, kinds: Collection[str],
                            agent_settings: dict[str, Any], labels: str = "planner") -> dict[str, Any]:
-    """Worker: demonstrations of ALFWorld games ``task_ids`` (a search and a detour episode each, and the
-    walkthrough's when ``walkthroughs``) appended to ``out_path``; stops taking games after ``minutes`` when given.
+    """Worker: demonstrations of ALFWorld games ``task_ids`` appended to ``out_path``, one episode of each of
+    ``kinds`` per game (of :data:`ALFWORLD_KINDS`: the walkthrough, a search and a detour episode); stops taking
+    games after ``minutes`` when given.
 
     ``labels``: ``"planner"``, the search episode searches at most 5 likely receptacles and the engine's planner
     labels every other state, the detour episode's included (the planner knows where the object is: before it is in
@@ -338,20 +341,24 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
     rng = random.Random(seed)
 
     def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
-        if walkthroughs:
+        if "walkthrough" in kinds:
             stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
         if labels == "observable":
             wanted = _wanted_object(env, task_id)
             for kind, detour_prob in (("search", 0.0), ("detour", 0.2)):
-                expert = SearchingExpert(wanted, prior, rng)
-                stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
-                                                        detour_prob=detour_prob, labeller=expert)
-                stats["search_labels"] += expert.search_labels
+                if kind in kinds:
+                    expert = SearchingExpert(wanted, prior, rng)
+                    stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
+                                                            detour_prob=detour_prob, labeller=expert)
+                    stats["search_labels"] += expert.search_labels
             return
-        prefix = _alfworld_search_prefix(env, task_id, prior, rng)
-        stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng, prefix=prefix)
-        stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
-                                               detour_prob=0.2)
+        if "search" in kinds:
+            prefix = _alfworld_search_prefix(env, task_id, prior, rng)
+            stats["search_won"] += _expert_episode(env, agent, "alfworld", task_id, "search", demos, rng,
+                                                   prefix=prefix)
+        if "detour" in kinds:
+            stats["detour_won"] += _expert_episode(env, agent, "alfworld", task_id, "detour", demos, rng,
+                                                   detour_prob=0.2)
 
     return {**_alfworld_games(task_ids, out_path, minutes, play, agent_settings), "labels": labels}
 
@@ -381,7 +388,7 @@ def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: 
 
 
 def _skip_kinds(args: argparse.Namespace) -> set[str]:
-    """The demonstration kinds not trained on (``--skip-kinds``); ALFWorld walkthroughs among them are not even
+    """The demonstration kinds not trained on (``--skip-kinds``); ALFWorld episode kinds among them are not even
     collected."""
     return {k for k in args.skip_kinds.split(",") if k}
 
@@ -451,7 +458,8 @@ def stage_collect(args: argparse.Namespace, work: Path) -> None:
         path = demos_dir / f"alfworld-{i}.jsonl"
         jobs.append((path.stem, collect_alfworld_shard,
                      (chosen[i:: args.workers], prior, args.seed + i, str(path), args.collect_minutes,
-                      "alfworld/walkthrough" not in _skip_kinds(args), settings, args.alfworld_labels)))
+                      [k for k in ALFWORLD_KINDS if f"alfworld/{k}" not in _skip_kinds(args)], settings,
+                      args.alfworld_labels)))
     for name, count, detour in (("webshop", args.webshop_goals, 0.1), ("crafting", args.crafting_tasks, 0.1),
                                 ("textworld", args.textworld_games, 0.1)):
         jobs.append((name, collect_simple, (name, {}, "train", count, args.seed, str(demos_dir / f"{name}.jsonl"),
@@ -1206,18 +1214,21 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
     epochs = "\n".join(f"| {e['epoch']} | {e['train_loss']:.4f} | {e['val_loss']:.4f} | {e['seconds'] / 60:.1f} |"
                         for e in train["epochs"])
     precision = "bf16 autocast" if train["bf16_autocast"] else "float32 (this CPU has no native bf16)"
-    walkthroughs = any("walk_won" in part for part in sft["data"].values())
-    episodes_each = "three episodes each: the walkthrough;" if walkthroughs else "two episodes each:"
-    observable = any(part.get("labels") == "observable" for part in sft["data"].values())
-    episodes_text = ("a search episode (visit the receptacles where the task's object is most often found in the "
-                     "train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a "
-                     "detour episode (the same search with random harmless actions now and then); every state "
-                     "labelled by what an expert that sees only what the agent sees would do (`SearchingExpert`: "
-                     "the search until the object is in sight, then the planner)." if observable else
-                     "a search episode (visit the receptacles where the task's object is most often found in the "
-                     "train walkthroughs, opening closed ones, until it is in sight, then the engine's planner); a "
-                     "detour episode (random harmless actions now and then, every state labelled with the planner's "
-                     "way back).")
+    parts = [part for name, part in sft["data"].items() if name.startswith("alfworld")]
+    observable = any(part.get("labels") == "observable" for part in parts)
+    kind_texts = {
+        "walk": "the walkthrough (the engine's plan from the start: straight to where the object is)",
+        "search": "a search episode (visit the receptacles where the task's object is most often found in the "
+                  "train walkthroughs, opening closed ones, until it is in sight, then the engine's planner)",
+        "detour": "a detour episode (the same search with random harmless actions now and then)" if observable else
+                  "a detour episode (random harmless actions now and then, every state labelled with the planner's "
+                  "way back)"}
+    played = [text for kind, text in kind_texts.items() if any(f"{kind}_won" in part for part in parts)]
+    episodes_each = f"{['one', 'two', 'three'][len(played) - 1]} episode{'s' * (len(played) > 1)} each:"
+    episodes_text = "; ".join(played) + (
+        "; every state of the search and detour episodes labelled by what an expert that sees only what the agent "
+        "sees would do (`SearchingExpert`: the search until the object is in sight, then the planner)."
+        if observable else ".")
     data_lines = "\n".join(f"| {k} | {v.get('demos', '?')} | {v.get('games', v.get('episodes', '?'))} |"
                             for k, v in sft["data"].items())
     dagger_text = _dagger_text(build, before or {})

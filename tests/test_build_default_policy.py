@@ -469,7 +469,8 @@ def test_observable_labels_start_every_alfworld_episode_with_a_search_not_the_pl
     first_labels, search_labels = {}, {}
     for labels in ("observable", "planner"):
         out = tmp_path / f"{labels}.jsonl"
-        stats = build.collect_alfworld_shard(games, prior, 0, str(out), None, False, settings, labels)
+        stats = build.collect_alfworld_shard(games, prior, 0, str(out), None, ("search", "detour"), settings,
+                                              labels)
         assert stats["labels"] == labels and stats["games"] == 2 and stats["search_won"] == 2
         search_labels[labels] = stats.get("search_labels", 0)
         rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -486,3 +487,29 @@ def test_observable_labels_start_every_alfworld_episode_with_a_search_not_the_pl
             assert build._object_type(observable[len("go to "):]) in top_kinds(wanted)
         planner = first_labels["planner", task_id, "detour"]
         assert build._object_type(planner[len("go to "):]) == hidden_place
+
+
+def test_skipped_alfworld_kinds_are_not_played_and_the_walkthrough_episode_follows_the_games_plan(build, tmp_path):
+    """``--skip-kinds alfworld/search`` (the issue's first recipe: walkthroughs and detours) on a real train game:
+    no search episode is played, the walkthrough episode's labels are the game's walkthrough, and it wins."""
+    import json
+
+    from agentrl.agents.react import parse_reply
+    import agentrl.envs as envs
+    from agentrl.envs.alfworld import data_status
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    env = envs.make("alfworld")
+    base = env.unwrapped
+    task_id = sorted(t for t in base.task_ids("train") if "pick_and_place_simple" in t)[0]
+    walkthrough = json.loads((base.games_root / task_id / "game.tw-pddl").read_text())["walkthrough"]
+    env.close()
+    out = tmp_path / "demos.jsonl"
+    stats = build.collect_alfworld_shard([task_id], {}, 0, str(out), None, ("walkthrough", "detour"),
+                                         {**build.AGENT, "list_actions": False})
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["kind"] for r in rows} == {"walkthrough", "detour"}
+    assert "search_won" not in stats and stats["walk_won"] == 1 and stats["games"] == 1
+    walked = [parse_reply(r["reply"], require_think=False).action for r in rows if r["kind"] == "walkthrough"]
+    assert walked == walkthrough
