@@ -135,3 +135,41 @@ def test_micro_batches_of_similar_width_give_the_same_step_with_less_padding(tmp
     (loss_one,) = sft(HFPolicy(model_dir, device="cpu"), demos, micro_batch_tokens=0, **settings)
     (loss_micro,) = sft(HFPolicy(model_dir, device="cpu"), demos, micro_batch_tokens=budget, **settings)
     assert abs(loss_one - loss_micro) < 1e-5
+
+
+def test_the_prompt_loss_is_the_prompts_own_next_token_nll_from_the_same_pass_and_lowers_it(tmp_path):
+    """``prompt_loss_weight``: the packed scoring pass also gives each prompt's token log-likelihoods, equal to a
+    plain forward over the prompt alone; training with it lowers the prompts' NLL far more than without it, and
+    still lowers the scoring loss."""
+    from agentrl.policy import choice_and_prompt_logliks, choice_sequence_logliks
+    from agentrl.sft import sft_loss
+
+    policy = HFPolicy(save_tiny_model(tmp_path / "m", seed=4), device="cpu")
+    demos = collect_demonstrations("crafting", policy, ReActAgent("crafting", think=False), tasks=3,
+                                   max_prompt_tokens=192)
+    prompts, choices = [d.prompt_ids for d in demos[:4]], [d.choice_ids for d in demos[:4]]
+    with torch.no_grad():
+        scores, prompt_logliks = choice_and_prompt_logliks(policy.model, prompts, choices)
+        for got, want in zip(scores, choice_sequence_logliks(policy.model, prompts, choices)):
+            torch.testing.assert_close(got, want)
+        for prompt, got in zip(prompts, prompt_logliks):
+            logits = policy.model(torch.tensor([prompt])).logits[0, :-1].float()
+            want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(prompt[1:])[:, None]).squeeze(-1)
+            torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+
+    def prompt_nll(p):
+        with torch.no_grad():
+            _, logliks = choice_and_prompt_logliks(p.model, [d.prompt_ids for d in demos],
+                                                   [d.choice_ids for d in demos])
+        return -float(torch.cat(logliks).mean())
+
+    trained = {}
+    for weight in (0.0, 1.0):
+        p = HFPolicy(save_tiny_model(tmp_path / f"w{weight}", seed=4), device="cpu")
+        before = (prompt_nll(p), sft_loss(p, demos, mode="score", bf16=False))
+        sft(p, demos, mode="both", epochs=3, lr=3e-3, batch_size=8, bf16=False, prompt_loss_weight=weight)
+        trained[weight] = (prompt_nll(p), sft_loss(p, demos, mode="score", bf16=False))
+    assert trained[1.0][0] < trained[0.0][0] - 1.0 and trained[1.0][0] < before[0] - 2.0
+    assert trained[1.0][1] < before[1] - 0.1
+    with pytest.raises(Exception, match="prompt_loss_weight"):
+        sft(policy, demos, mode="generate", prompt_loss_weight=0.5)

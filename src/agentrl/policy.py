@@ -354,8 +354,21 @@ def choice_sequence_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[i
         raise ValueError(f"unknown scoring method {method!r}; use 'auto', 'packed' or 'shared_cache'")
     pad = _pad_id(model) if pad_id is None else pad_id
     if method == "packed" or (method == "auto" and _accepts_custom_4d_mask(model)):
-        return _packed_choice_logliks(model, prompts, choices, pad)
+        return _packed_choice_logliks(model, prompts, choices, pad)[0]
     return _shared_cache_choice_logliks(model, prompts, choices, pad)
+
+
+def choice_and_prompt_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
+                              choices: Sequence[Sequence[Sequence[int]]], *, pad_id: int | None = None
+                              ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """:func:`choice_sequence_logliks` (packed) plus, from the same forward pass, the log-likelihood of each prompt's
+    own tokens 2..n given the tokens before them: one ``(len(prompt) - 1,)`` tensor per prompt. SFT's prompt loss
+    (:func:`agentrl.sft.sft`, ``prompt_loss_weight``) is their mean negative."""
+    if not _accepts_custom_4d_mask(model):
+        raise ConfigError("prompt log-likelihoods need the packed scoring pass: transformers >= 5 and an 'sdpa' or "
+                           "'eager' attention implementation")
+    return _packed_choice_logliks(model, prompts, choices, _pad_id(model) if pad_id is None else pad_id,
+                                  with_prompts=True)
 
 
 def _accepts_custom_4d_mask(model: torch.nn.Module) -> bool:
@@ -366,7 +379,8 @@ def _accepts_custom_4d_mask(model: torch.nn.Module) -> bool:
 
 
 def _packed_choice_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
-                           choices: Sequence[Sequence[Sequence[int]]], pad: int) -> list[torch.Tensor]:
+                           choices: Sequence[Sequence[Sequence[int]]], pad: int, with_prompts: bool = False
+                           ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     device = next(model.parameters()).device
     rows, segments, positions = [], [], []
     for prompt, cands in zip(prompts, choices):
@@ -394,7 +408,7 @@ def _packed_choice_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[in
             ~mask, torch.finfo(torch.float32).min)
 
     block = [sum(len(c) for c in cands) for cands in choices]
-    keep = max(block) + 1
+    keep = width if with_prompts else max(block) + 1
     logits, _ = _forward(model, input_ids, mask, position_ids, logits_to_keep=keep)
     # Kept slot of absolute position a is a − (width − keep). For each candidate token, the slot predicting it.
     row_index, slot_index, targets, owner = [], [], [], []
@@ -416,7 +430,14 @@ def _packed_choice_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[in
         -1, torch.tensor(targets, device=device)[:, None]).squeeze(-1)
     seq_logliks = torch.zeros(candidate, dtype=token_logprobs.dtype, device=device).index_add(
         0, torch.tensor(owner, device=device), token_logprobs)
-    return list(torch.split(seq_logliks, [len(c) for c in choices]))
+    prompt_logliks = []
+    if with_prompts:  # every slot is kept: slot = absolute position; prompt token i is predicted at its position - 1
+        for row, prompt in enumerate(prompts):
+            start = width - block[row] - len(prompt)
+            predicted = torch.log_softmax(logits[row, start:start + len(prompt) - 1].float(), dim=-1)
+            prompt_logliks.append(predicted.gather(
+                -1, torch.tensor(list(prompt[1:]), device=device)[:, None]).squeeze(-1))
+    return list(torch.split(seq_logliks, [len(c) for c in choices])), prompt_logliks
 
 
 def _shared_cache_choice_logliks(model: torch.nn.Module, prompts: Sequence[Sequence[int]],

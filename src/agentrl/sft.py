@@ -29,7 +29,7 @@ import torch
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, restore_rng, save_checkpoint
 from agentrl.errors import AgentRLError
-from agentrl.policy import HFPolicy, choice_log_probs, token_log_probs
+from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, token_log_probs
 
 
 @dataclass
@@ -72,14 +72,21 @@ def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *
     return demos
 
 
-def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str) -> torch.Tensor:
+def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str,
+                prompt_loss_weight: float = 0.0) -> torch.Tensor:
     prompts = [d.prompt_ids for d in batch]
     if mode in ("score", "both"):
-        log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+        if prompt_loss_weight > 0:
+            seq_logliks, prompt_logliks = choice_and_prompt_logliks(model, prompts, [d.choice_ids for d in batch])
+            log_policy = [torch.log_softmax(s, dim=-1) for s in seq_logliks]
+        else:
+            log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
         loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
         if mode == "both":  # the same forward pass gives the expert reply's tokens: its per-token NLL
             loss = loss - torch.stack([s[d.expert_index] / len(d.choice_ids[d.expert_index])
                                        for s, d in zip(seq_logliks, batch)]).mean()
+        if prompt_loss_weight > 0:
+            loss = loss - prompt_loss_weight * torch.stack([p.mean() for p in prompt_logliks]).mean()
         return loss
     targets = [d.choice_ids[d.expert_index] for d in batch]
     logprobs, _, mask = token_log_probs(model, prompts, targets)
@@ -144,7 +151,7 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
         lr_schedule: str = "constant", warmup_fraction: float = 0.02, min_lr_ratio: float = 0.1,
         length_buckets: bool = False, on_epoch: Callable[[int, float], None] | None = None,
         on_step: Callable[[int, int, float], None] | None = None, checkpoint_dir: str | Path | None = None,
-        checkpoint_every: int = 0, micro_batch_tokens: int = 2048) -> list[float]:
+        checkpoint_every: int = 0, micro_batch_tokens: int = 2048, prompt_loss_weight: float = 0.0) -> list[float]:
     """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
 
     ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
@@ -159,6 +166,14 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
     step, without the padding a random batch's widest row imposes on the others. ``on_step(step, total_steps,
     loss)`` reports progress.
 
+    ``prompt_loss_weight``: add this weight times the mean next-token NLL of each prompt's own tokens (``score`` and
+    ``both`` modes; the same forward pass). A reply carries ~10 supervised tokens and its prompt ~350 more, full of
+    copies (the task line again in the first observation, an action's object in the next observation, a place's
+    name in "On the countertop 1, you see"): the weight trains the heads that copy a word from earlier in the
+    prompt, which choosing the task's object among those in sight needs (OpenAI's fine-tuning API had the same
+    knob, ``prompt_loss_weight``; transformers' Trainer trains on the whole sequence by default). The returned
+    losses include it; validation with :func:`sft_loss` does not.
+
     ``checkpoint_dir``: write checkpoints under ``checkpoint_dir/checkpoints/`` (weights, optimizer state, progress;
     the atomic layout of :mod:`agentrl.checkpoint`) after every epoch and every ``checkpoint_every`` steps, and
     start from the latest one found there: an interrupted run continues where it stopped, with the same batches and
@@ -169,6 +184,9 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
     from agentrl.learner import bf16_autocast_pays
 
     _check_mode(mode, bf16)
+    if prompt_loss_weight < 0 or (prompt_loss_weight > 0 and mode == "generate"):
+        raise AgentRLError(f"prompt_loss_weight must be >= 0, and 0 in 'generate' mode; got {prompt_loss_weight!r} "
+                           f"with mode {mode!r}")
     if lr_schedule not in ("constant", "cosine"):
         raise AgentRLError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
     model = policy.model
@@ -191,7 +209,8 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
     settings = {"demonstrations": _fingerprint(demos), "mode": mode, "epochs": epochs, "lr": lr,
                 "batch_size": batch_size, "seed": seed, "weight_decay": weight_decay, "lr_schedule": lr_schedule,
                 "warmup_fraction": warmup_fraction, "min_lr_ratio": min_lr_ratio, "length_buckets": length_buckets,
-                "micro_batch_tokens": micro_batch_tokens}
+                "micro_batch_tokens": micro_batch_tokens,
+                **({"prompt_loss_weight": prompt_loss_weight} if prompt_loss_weight else {})}
     resume_step, losses, resumed_total, resumed_count = 0, [], 0.0, 0
     latest = find_latest(Path(checkpoint_dir)) if checkpoint_dir is not None else None
     if latest is not None:
@@ -235,7 +254,8 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
             loss = 0.0
             for micro in _micro_batches(demos, indices, mode, micro_batch_tokens):
                 with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                    part = _batch_loss(model, [demos[i] for i in micro], mode) * (len(micro) / len(indices))
+                    part = _batch_loss(model, [demos[i] for i in micro], mode, prompt_loss_weight) * (
+                        len(micro) / len(indices))
                 part.backward()
                 loss += float(part.detach())
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
