@@ -513,3 +513,50 @@ def test_skipped_alfworld_kinds_are_not_played_and_the_walkthrough_episode_follo
     assert "search_won" not in stats and stats["walk_won"] == 1 and stats["games"] == 1
     walked = [parse_reply(r["reply"], require_think=False).action for r in rows if r["kind"] == "walkthrough"]
     assert walked == walkthrough
+
+
+def test_object_swaps_name_another_object_in_sight_in_every_task_line_and_take_its_first_listed_instance(
+        build, tmp_path):
+    """On the walkthrough episodes of real train games: a copy of each state where the expert takes the task's
+    object, whose task lines name another object type in sight and whose label takes that type's first-listed
+    instance there; nothing else in the prompt changes, and the type's other instances leave the candidates."""
+    import json
+    import re
+
+    import agentrl.envs as envs
+    from agentrl.envs.alfworld import data_status
+
+    if data_status() is not None:
+        pytest.skip(f"ALFWorld games not installed: {data_status()}")
+    env = envs.make("alfworld")
+    train = sorted(env.unwrapped.task_ids("train"))
+    env.close()
+    games = [t for t in train if "pick_and_place_simple" in t][:3] + [t for t in train if "pick_two_obj" in t][:3]
+    out = tmp_path / "demos.jsonl"
+    build.collect_alfworld_shard(games, {}, 0, str(out), None, ("walkthrough",),
+                                 {**build.AGENT, "list_actions": False})
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    takes = [r for r in rows if r["reply"].startswith("<action>take ")]
+    copies = build.object_swaps(rows, 2, seed=0)
+    assert copies and {c["kind"] for c in copies} == {"swap"}
+    assert build.object_swaps(rows, 2, seed=0) == copies  # seeded
+    first_takes = {id(r) for r in takes if not re.search(r"take \S+ \d+ from ", r["prompt"])}
+    assert len(first_takes) < len(takes)  # pick-two games' second takes exist, and are left out
+    for copy in copies:
+        (source,) = [r for r in takes if r["task_id"] == copy["task_id"] and id(r) in first_takes
+                     and r["prompt"].split("Your task is to:")[0] == copy["prompt"].split("Your task is to:")[0]
+                     and r["prompt"].rsplit("observation is: ", 1)[1] == copy["prompt"].rsplit("observation is: ", 1)[1]]
+        old = build._TAKE.match(source["reply"]).group(1)
+        new, number, place = build._TAKE.match(copy["reply"]).groups()
+        assert new != old and place == build._TAKE.match(source["reply"]).group(3)
+        task_lines = re.findall(r"Your task is to: [^\n']*", copy["prompt"])
+        assert task_lines and all(re.search(rf"\b{new}\b", t) and not re.search(rf"\b{old}\b", t)
+                                  for t in task_lines)
+        assert re.sub(r"Your task is to: [^\n']*", "", copy["prompt"]) == \
+            re.sub(r"Your task is to: [^\n']*", "", source["prompt"])
+        seen = copy["prompt"].rsplit("observation is: ", 1)[1]
+        listed = re.findall(rf"\b{new} (\d+)\b", seen)
+        assert number == listed[0]
+        assert copy["reply"] in copy["candidates"] and set(copy["candidates"]) <= set(source["candidates"])
+        assert not [c for c in copy["candidates"] if c != copy["reply"] and c.startswith(f"<action>take {new} ")]
+        assert source["reply"] in copy["candidates"]  # the old object is now the wrong one to take
