@@ -1,0 +1,101 @@
+"""Which ALFWorld decisions a scoring policy gets right, on the expert's own states (teacher forcing).
+
+The engine's planner plays every game of a split; in each state it reaches, the policy scores the admissible actions
+as it does when it acts (the agent settings of its ``agentrl.json``; those of ``agentrl-tiny`` for a
+model folder without one) and its highest-scoring one is compared with the
+planner's. The share it gets right is reported per command word of the planner's action (``take``, ``heat``, ...),
+with ``take (object)`` counting a take of another instance of the right object as right (the planner's choice
+between ``apple 1`` and ``apple 2`` is arbitrary). The planner goes straight to where the object is, which the
+policy cannot know, so ``go`` is low by design; ``take`` says whether the policy reads the task's object: in those
+states the object is in sight among others, and the task line is the only thing that says which to take.
+
+Closed-loop success (scripts/build_default_policy.py's eval stage, ~15 minutes for 134 games) mixes every
+decision with the states the policy's own mistakes lead to; this runs in ~4 minutes on one core and points at the
+decision that fails. It prints a table and writes JSON (default ``bench/results/alfworld-choices.json``, with the
+previous run's numbers beside this one's)::
+
+    python bench/alfworld_choices.py --model agentrl-tiny [--split eval_out_of_distribution] [--games N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections import Counter
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "alfworld-choices.json"
+
+
+def expert_state_choices(model: str, split: str, games: int | None = None) -> dict:
+    """Right choices per command word of the planner's action over the planner's states of ``split``."""
+    import agentrl.envs as envs
+    from agentrl.agents.react import ReActAgent
+    from agentrl.models import recommended_agent_settings, resolve_model
+    from agentrl.policy import HFPolicy, configure_cpu_threads
+
+    configure_cpu_threads(1)
+    policy = HFPolicy(resolve_model(model, Path("runs/models")), device="cpu")
+    # A build's unpackaged model folder has no agentrl.json: it is driven as the embedded policy is.
+    recommended = recommended_agent_settings(model) or recommended_agent_settings("agentrl-tiny")
+    settings = {k: v for k, v in recommended.items() if k != "mode"}
+    agent = ReActAgent(env_family="alfworld", **settings)
+    env = envs.make("alfworld", expert=True)
+    task_ids = list(env.unwrapped.task_ids(split))[:games]
+    right, total, confusions = Counter(), Counter(), Counter()
+    for task_id in task_ids:
+        obs, info = env.reset(options={"task_id": task_id})
+        agent.reset(1)
+        while (expert := info.get("expert_action")) is not None:
+            actions = agent.candidate_actions(info)
+            if expert not in actions:
+                break
+            prompt = policy.render(agent.messages(0, obs, info))
+            (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=1.0, sample=False)
+            chosen, command = actions[choice.index], expert.split()[0]
+            total[command] += 1
+            right[command] += chosen == expert
+            if command == "take":
+                total["take (object)"] += 1
+                right["take (object)"] += chosen.split()[:2] == expert.split()[:2]
+            if chosen != expert:
+                confusions[f"{command} -> {chosen.split()[0]}"] += 1
+            agent.record(0, obs, expert)
+            obs, _, terminated, truncated, info = env.step(expert)
+            if terminated or truncated:
+                break
+    env.close()
+    return {"by_command": {c: {"right": right[c], "states": n, "share": round(100 * right[c] / n, 1)}
+                           for c, n in total.most_common()},
+            "confusions": dict(confusions.most_common(12)), "games": len(task_ids), "agent": settings}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="agentrl-tiny", help="a named offline model or a model folder")
+    parser.add_argument("--split", default="eval_out_of_distribution")
+    parser.add_argument("--games", type=int, default=None, help="the first N games of the split (default: all)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    result = expert_state_choices(args.model, args.split, args.games)
+    result.update(model=args.model, split=args.split, seconds=round(time.perf_counter() - start, 1),
+                  machine=f"{platform.machine()}, {__import__('os').cpu_count()} CPU cores",
+                  date=time.strftime("%Y-%m-%d %H:%M"))
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else None
+    if previous:
+        result["previous"] = {k: previous.get(k) for k in ("model", "split", "date", "by_command")}
+    print(f"{args.model} on the planner's states of {args.split} ({result['games']} games, {result['seconds']:.0f} s)")
+    for command, row in result["by_command"].items():
+        before = (previous or {}).get("by_command", {}).get(command)
+        was = f"   (previous run: {before['share']:.0f}%)" if before else ""
+        print(f"  {command:15s} {row['right']:4d}/{row['states']:<4d} {row['share']:5.1f}%{was}")
+    print("  most frequent wrong choices:", ", ".join(f"{k} ({v})" for k, v in result["confusions"].items()))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
