@@ -227,14 +227,12 @@ def test_the_searching_expert_takes_the_policys_own_search_move_as_its_label(bui
 
 
 def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(build, tmp_path, monkeypatch):
-    import argparse
-
     policy_dir = resolve_model("tiny-random", tmp_path)
     candidates = [f"<action>go to shelf {i}</action>" for i in range(6)]
     rows = [{"env": "alfworld", "kind": "search", "prompt": f"You see shelf {k}.", "reply": candidates[k % 6],
              "candidates": candidates} for k in range(12)]
-    args = argparse.Namespace(max_prompt_tokens=256, max_candidates=3, seed=0, sft_mode="both", batch_size=4,
-                              checkpoint_every=2, threads=1, micro_batch_tokens=2048, hard_negatives=False)
+    args = build.parse_args(["--max-prompt-tokens", "256", "--max-candidates", "3", "--batch-size", "4",
+                             "--checkpoint-every", "2", "--threads", "1"])
     out = tmp_path / "sft"
     messages = []
 
