@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from collections import Counter
@@ -82,7 +83,7 @@ def main() -> None:
     start = time.perf_counter()
     result = expert_state_choices(args.model, args.split, args.games)
     result.update(model=args.model, split=args.split, seconds=round(time.perf_counter() - start, 1),
-                  machine=f"{platform.machine()}, {__import__('os').cpu_count()} CPU cores",
+                  machine=f"{platform.machine()}, {os.cpu_count()} CPU cores",
                   date=time.strftime("%Y-%m-%d %H:%M"))
     previous = json.loads(args.out.read_text()) if args.out.is_file() else None
     if previous:
