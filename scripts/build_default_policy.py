@@ -611,6 +611,8 @@ def object_swaps(rows: list[dict], per_row: int, seed: int) -> list[dict]:
     States whose history already took something (the second object of a pick-two task) are left out: their
     history would contradict the new task.
     """
+    from agentrl.envs.alfworld.tasks import object_of_task_dir
+
     rng = random.Random(seed)
     copies = []
     for d in rows:
@@ -618,7 +620,7 @@ def object_swaps(rows: list[dict], per_row: int, seed: int) -> list[dict]:
         if take is None or re.search(r"take \S+ \d+ from ", d["prompt"]):
             continue
         obj, _, place = take.groups()
-        if d["task_id"].split("/")[-2].split("-")[1].lower() != obj:
+        if object_of_task_dir(d["task_id"].split("/")[-2]) != obj:
             continue
         offered: dict[str, list[str]] = {}
         for reply in d["candidates"]:

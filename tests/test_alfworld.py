@@ -29,6 +29,7 @@ from agentrl.envs.alfworld import (
     task_type_label,
 )
 from agentrl.envs.alfworld import data as alfworld_data
+from agentrl.envs.alfworld.tasks import object_of_task_dir
 from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 from agentrl.testing import check_text_env
 
@@ -125,6 +126,12 @@ def test_task_types_and_rooms_from_directory_names(ood_env):
     assert {t.room_type for t in tasks} <= {"kitchen", "living room", "bedroom", "bathroom"}
     assert [room_type(n) for n in (1, 30, 201, 330, 430, 550)] == [
         "kitchen", "kitchen", "living room", "bedroom", "bathroom", "unknown"]
+
+
+def test_the_task_dirs_object_is_the_one_the_games_task_line_names(ood_env):
+    obs, _ = ood_env.reset(options={"task_id": BEDROOM_LOOK})
+    assert object_of_task_dir(BEDROOM_LOOK.split("/")[1]) == "alarmclock"
+    assert "Your task is to: examine the alarmclock with the desklamp." in obs
 
 
 def test_traj_data_json_gives_the_task_type_and_movable_sliced_are_skipped(eval_dir, tmp_path):

@@ -72,6 +72,12 @@ def scene_of_task_dir(task_dir: str) -> int | None:
     return int(last) if last.isdigit() else None
 
 
+def object_of_task_dir(task_dir: str) -> str:
+    """The task's object type as the game's text names it, from an ALFRED task directory name
+    (``look_at_obj_in_light-AlarmClock-None-DeskLamp-308`` -> ``alarmclock``, as in "alarmclock 1")."""
+    return task_dir.split("-")[1].lower()
+
+
 @dataclass(frozen=True)
 class ALFWorldTask:
     """One playable game: its stable id (``valid_unseen/<task dir>/<trial dir>``) and what we know about it."""
