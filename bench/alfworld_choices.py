@@ -86,16 +86,11 @@ FAILURES = ("the object never in sight", "saw the object, took only others", "to
             "took the object, failed later")
 
 
-def task_object(task_id: str) -> str:
-    """The task's object type as the game's text names it, from the ALFRED task id
-    (``.../look_at_obj_in_light-AlarmClock-None-DeskLamp-308/trial_...`` -> ``alarmclock``; sliced objects by their
-    whole-object name)."""
-    return task_id.split("/")[-2].split("-")[1].lower().removesuffix("sliced")
-
-
 def first_failure(task_id: str, steps: list[tuple[str, str, str]]) -> str:
     """Which of :data:`FAILURES` a failed episode of (observation, action, next observation) steps shows first."""
-    obj = re.escape(task_object(task_id))
+    from agentrl.envs.alfworld.tasks import object_of_task_dir
+
+    obj = re.escape(object_of_task_dir(task_id.split("/")[-2]))
     in_sight = re.compile(rf"\b{obj} \d")
     if not any(in_sight.search(obs) or in_sight.search(next_obs) for obs, _, next_obs in steps):
         return FAILURES[0]
@@ -109,23 +104,13 @@ def first_failure(task_id: str, steps: list[tuple[str, str, str]]) -> str:
 def closed_loop_failures(model: str, split: str, games: int | None = None, temperature: float = 0.0) -> dict:
     """The policy plays one episode of each game (the build's eval stage's rollout code); failed episodes by
     :func:`first_failure`, overall and per task type, and how many end in a loop."""
-    import agentrl.envs as envs
-    from agentrl.agents.react import ReActAgent
-    from agentrl.envpool import EnvPool
-    from agentrl.models import recommended_agent_settings, resolve_model
-    from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads
-    from agentrl.rollout import collect_rollouts
+    from agentrl.models import recommended_agent_settings
+    from agentrl.policy import configure_cpu_threads
+    from agentrl.trainer import play_model
 
     configure_cpu_threads(1)
-    policy = HFPolicy(resolve_model(model, Path("runs/models")), device="cpu")
     settings = recommended_agent_settings(model) or recommended_agent_settings("agentrl-tiny")
-    agent = ReActAgent(env_family="alfworld", **{k: v for k, v in settings.items() if k != "mode"})
-    env = envs.make("alfworld")
-    task_ids = list(env.unwrapped.task_ids(split))[:games]
-    env.close()
-    with EnvPool("alfworld", {}, workers=0) as pool:
-        batch = collect_rollouts(pool, agent, policy, task_ids, 1, GenerationConfig(temperature=temperature),
-                                 mode=settings.get("mode", "score"), seed=0)
+    _, batch = play_model("alfworld", model, split=split, episodes=games, temperature=temperature, **settings)
     overall, by_type, loops = Counter(), {}, 0
     for rollout in batch.trajectories:
         steps = rollout.trajectory.steps

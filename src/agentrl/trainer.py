@@ -103,6 +103,24 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     ``temperature`` (§1.6: 0.4). Several attempts per task measure a sampling policy's success on a small task set
     with less noise; the report then holds every episode. ``on_step(episodes_done, episodes_total, wins)`` reports
     progress after every batched step."""
+    start = time.perf_counter()
+    split, batch = play_model(env, model, split=split, episodes=episodes, env_args=env_args, temperature=temperature,
+                              mode=mode, think=think, history_length=history_length, action_memory=action_memory,
+                              list_actions=list_actions, workers=workers, seed=seed, generation=generation,
+                              cache_dir=cache_dir, attempts=attempts, on_step=on_step)
+    report = report_from_rollouts(batch, env, split, f"model:{model}")
+    report.wall_time_s = time.perf_counter() - start
+    return report
+
+
+def play_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
+               env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
+               think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
+               workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
+               cache_dir: str | Path = "runs/models", attempts: int = 1,
+               on_step: Callable[[int, int, int], None] | None = None) -> tuple[str, RolloutBatch]:
+    """The episodes behind :func:`evaluate_model` (same arguments), kept whole: the split played and the rollouts,
+    every step's observation and action included (for diagnostics such as ``bench/alfworld_choices.py``)."""
     if attempts < 1:
         raise ConfigError(f"attempts must be >= 1, got {attempts}")
     env_args = dict(env_args or {})
@@ -112,13 +130,10 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think,
                        action_memory=action_memory, list_actions=list_actions)
     config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
-    start = time.perf_counter()
     with EnvPool(env, env_args, workers=workers) as pool:
         batch = collect_rollouts(pool, agent, policy, task_ids, attempts, config, mode=mode, seed=seed,
                                  group_prefix="eval/", on_step=on_step)
-    report = report_from_rollouts(batch, env, split, f"model:{model}")
-    report.wall_time_s = time.perf_counter() - start
-    return report
+    return split, batch
 
 
 class _NullLogger:
