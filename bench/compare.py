@@ -18,11 +18,15 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
 - ``crafting``: the built-in long-horizon env with ``bench/learning.py``'s recipe and defaults: short tasks
   (``max_plan_length=5``), its SFT warm start (the same model for every algorithm, built once and cached), a fixed
   training set of 8 tasks × group 8 per iteration, 10 iterations, eval on 100 held-out tasks;
-- ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``), evaluated on the first
-  ``--eval-episodes`` valid_unseen games;
+- ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``): 20 iterations of 4 train games ×
+  group 4, evaluated on all 134 valid_unseen games (about 85 minutes per run on one core);
 - ``webshop``: WebShop from the embedded default policy.
 
-Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped.
+Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped. A run
+writes a checkpoint every iteration, and an interrupted one (killed, or out of a session's time) resumes from its
+latest checkpoint when its settings are unchanged, so a comparison of hour-long runs can be spread over several
+sittings. Every run records a fingerprint of its starting weights: a cached run from other starting weights (a
+rebuilt default policy) is run again, and the results of older starting weights are dropped from the table.
 
     python bench/compare.py --envs crafting --seeds 0,1,2          # the built-in env, 3 seeds
     python bench/compare.py --envs alfworld --seeds 0 --iterations 8
@@ -75,7 +79,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    "rollout.group_size": 4, "rollout.workers": 1, "learner.lr": 5e-5, "learner.kl_coef": 0.01,
                    "learner.skip_zero_advantage": True, "learner.mini_batch_size": 64,
                    "learner.micro_batch_size": 8},
-        "iterations": 8, "eval_every": 8, "eval_episodes": 40,
+        "iterations": 20, "eval_every": 20, "eval_episodes": 134,
         # The policy's card measured this very evaluation on the whole split (same env defaults, agent settings and
         # temperature): it is the start's held-out success when a run evaluates all 134 games.
         "start_eval_job": ("alfworld-unseen-score", 134),
@@ -126,8 +130,36 @@ def card_eval_success(env_name: str, eval_episodes: int) -> float | None:
     return None if row is None else row["by_type"]["All"]["success"]
 
 
+def start_fingerprint(model: str) -> str:
+    """The first 16 hex digits of the SHA-256 of the starting policy's weights (a folder's ``*.safetensors`` or a
+    registered name's), so that results from different starting weights are never mixed."""
+    import hashlib
+
+    from agentrl.models import EMBEDDED_POLICY, EMBEDDED_POLICY_DIR
+
+    folder = EMBEDDED_POLICY_DIR if model == EMBEDDED_POLICY else Path(model)
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise SystemExit(f"no *.safetensors in {folder}: cannot fingerprint the starting policy {model!r}")
+    digest = hashlib.sha256()
+    for path in files:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def _resumable(run_dir: Path, overrides: dict[str, Any]) -> bool:
+    """Whether an unfinished run directory has a checkpoint and was started with these very settings."""
+    from agentrl.checkpoint import find_latest
+
+    settings = run_dir / "compare-settings.json"
+    return (find_latest(run_dir) is not None and settings.is_file()
+            and json.loads(settings.read_text()) == json.loads(json.dumps(overrides)))
+
+
 def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_root: Path) -> dict[str, Any]:
-    """Train one (env, algo, seed); cached in its run directory."""
+    """Train one (env, algo, seed); cached in its run directory, resumed from its latest checkpoint if interrupted."""
     from rich.console import Console
 
     from agentrl.config import build_config
@@ -135,6 +167,12 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 
     run_dir = out_root / env_name / f"{algo}-s{seed}"
     done = run_dir / "result.json"
+    model, shared, start_success = starting_point(env_name)
+    fingerprint = start_fingerprint(model)
+    if done.is_file() and json.loads(done.read_text()).get("start_model") != fingerprint:
+        print(f"   {run_dir} started from other weights than {model} ({fingerprint}) has now: running it again",
+              flush=True)
+        done.unlink()
     if done.is_file():
         row = json.loads(done.read_text())
         metrics = run_dir / "metrics.jsonl"
@@ -144,7 +182,6 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         if row.get("start_eval_success") is None:
             row["start_eval_success"] = card_eval_success(env_name, row["config"]["run.eval_episodes"])
         return with_train_set_success(row, run_dir, out_root)
-    model, shared, start_success = starting_point(env_name)
     iterations = args.iterations or shared["run.iterations"]
     eval_episodes = args.eval_episodes or shared["run.eval_episodes"]
     if start_success is None:
@@ -153,26 +190,35 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         **shared, "algo.name": algo, "model.path": model,
         "run.iterations": iterations, "run.eval_every": args.eval_every or shared["run.eval_every"],
         "run.eval_episodes": eval_episodes, "run.seed": seed,
-        "run.save_every": iterations, "run.torch_threads": 1,
+        "run.save_every": 1, "run.torch_threads": 1,
     }
     if algo.startswith("scpo") and args.scorer:
         overrides["algo.options"] = {"scorer": args.scorer}
     config = build_config(None, overrides)
-    if run_dir.exists():  # an interrupted run: start it again (its metrics would mix two runs)
+    resume = run_dir.exists() and _resumable(run_dir, overrides)
+    if run_dir.exists() and not resume:  # no checkpoint, or other settings: start again (metrics would mix runs)
         import shutil
 
         shutil.rmtree(run_dir)
-    t0 = time.perf_counter()
-    result = Trainer(config, run_dir=run_dir, console=Console(stderr=True)).train()
+    if resume:
+        print(f"   resuming {run_dir} from its latest checkpoint", flush=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "compare-settings.json").write_text(json.dumps(overrides, indent=1))
+    result = Trainer(config, run_dir=run_dir, resume=resume, console=Console(stderr=True)).train()
+    if result.stopped_early:
+        raise SystemExit(f"{run_dir} stopped at iteration {result.iterations_done}; run the same command again to "
+                         "resume it")
     start_eval = [r for r in result.history if r["iteration"] == 0]  # run.eval_before_train
     if start_eval:
         start_success = start_eval[0]["eval/success"]
     history = [r for r in result.history if r["iteration"] >= 1]
     evals = [r for r in history if "eval/success" in r]
     last = evals[-1] if evals else {}
+    # Compute time from the run's own log, so that a run resumed over several sittings counts each iteration once.
+    seconds = sum(r.get("time/iteration", 0.0) + r.get("time/eval", 0.0) for r in result.history)
     row = {
-        "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": time.perf_counter() - t0,
-        "start_eval_success": start_success,
+        "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": seconds,
+        "start_model": fingerprint, "start_eval_success": start_success,
         "train_success": [r.get("train/success") for r in history],
         "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
         "final_eval_success": last.get("eval/success"),
@@ -345,8 +391,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append(run_one(env_name, algo, seed, args, args.out))
     results_path = HERE / "results" / "compare.json"
     previous = json.loads(results_path.read_text()) if results_path.is_file() else {"runs": []}
-    keep = [r for r in previous.get("runs", []) if (r["env"], r["algo"], r["seed"]) not in
-            {(x["env"], x["algo"], x["seed"]) for x in rows}]
+    replaced = {(x["env"], x["algo"], x["seed"]) for x in rows}
+    starts = {x["env"]: x.get("start_model") for x in rows}
+    # An older row stays unless this call reran it or started its env from other weights (a rebuilt policy).
+    keep = [r for r in previous.get("runs", []) if (r["env"], r["algo"], r["seed"]) not in replaced
+            and (r["env"] not in starts or r.get("start_model") == starts[r["env"]])]
     all_rows = keep + rows
     table = summarize(all_rows)
     label = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch 1 thread; "

@@ -1,0 +1,77 @@
+"""bench/compare.py's bookkeeping for long comparisons: an interrupted run resumes from its checkpoint, and results
+from other starting weights are neither reused nor mixed into the table."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tiny_model import tiny_model_dir
+
+from agentrl.checkpoint import find_latest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def compare(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("compare_bench", ROOT / "bench" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = tmp_path / "start"
+    shutil.copytree(tiny_model_dir(), model)
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {
+        "model": str(model),
+        "config": {"env.name": "crafting", "env.args": {"max_steps": 3}, "agent.mode": "score", "agent.think": False,
+                   "rollout.tasks_per_iteration": 2, "rollout.group_size": 2, "rollout.workers": 0,
+                   "generation.max_prompt_tokens": 192, "learner.lr": 1e-3, "learner.mini_batch_size": 8,
+                   "learner.micro_batch_size": 4, "learner.bf16": False},
+        "iterations": 2, "eval_every": 2, "eval_episodes": 2,
+    })
+    return module, model
+
+
+ARGS = argparse.Namespace(iterations=None, eval_every=None, eval_episodes=None, scorer=None)
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(compare, tmp_path, capsys):
+    module, _ = compare
+    out = tmp_path / "runs"
+    first = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    run_dir = out / "tiny-crafting" / "grpo-s0"
+    assert len(first["train_success"]) == 2 and first["final_eval_success"] is not None
+    assert first["seconds"] > 0
+    # Interrupted after iteration 1: no result, no checkpoint of iteration 2 (its log line is left behind).
+    (run_dir / "result.json").unlink()
+    shutil.rmtree(find_latest(run_dir))
+    (run_dir / "checkpoints" / "latest").write_text("iter-000001\n")
+    capsys.readouterr()
+    resumed = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert "resuming" in capsys.readouterr().out
+    assert resumed["train_success"][0] == first["train_success"][0]  # iteration 1 from the log, not rerun
+    assert len(resumed["train_success"]) == 2 and resumed["final_eval_success"] is not None
+    assert find_latest(run_dir).name == "iter-000002"
+    iterations = [json.loads(line)["iteration"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert iterations == [1, 2]
+    # Other settings (another budget) never resume: the run starts again.
+    (run_dir / "result.json").unlink()
+    again = module.run_one("tiny-crafting", "grpo", 0, argparse.Namespace(**{**vars(ARGS), "eval_episodes": 3}), out)
+    assert "resuming" not in capsys.readouterr().out
+    assert again["config"]["run.eval_episodes"] == 3
+
+
+def test_results_of_other_starting_weights_are_run_again(compare, tmp_path, capsys):
+    module, model = compare
+    out = tmp_path / "runs"
+    first = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert first["start_model"] == module.start_fingerprint(str(model))
+    assert module.run_one("tiny-crafting", "grpo", 0, ARGS, out)["seconds"] == first["seconds"]  # cached
+    shutil.copy(tiny_model_dir(seed=1) / "model.safetensors", model / "model.safetensors")  # a rebuilt policy
+    capsys.readouterr()
+    rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert "running it again" in capsys.readouterr().out
+    assert rerun["start_model"] == module.start_fingerprint(str(model)) != first["start_model"]
