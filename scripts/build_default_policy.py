@@ -1140,6 +1140,23 @@ def stage_card(args: argparse.Namespace, work: Path) -> None:
     log(f"card: {len(fresh)} result(s) from {folder} in {args.out}: {', '.join(sorted(fresh))}")
 
 
+def _paragraph(text: str) -> str:
+    """One paragraph of the model card, wrapped at 118 columns as the repository's Markdown is."""
+    return textwrap.fill(text, width=118, break_on_hyphens=False, break_long_words=False)
+
+
+def _free_generation_text(rows: dict[str, dict]) -> str:
+    """What the card says of free generation (``agent.mode: generate``), from its measurement where there is one."""
+    generate = rows.get("alfworld-unseen-generate", {}).get("by_type", {}).get("All")
+    best = rows.get("alfworld-unseen-greedy", {}).get("by_type", {}).get("All")
+    if generate is None:
+        return "Free generation (`agent.mode: generate`) runs too; it is not measured here."
+    if best is not None and generate["success"] < best["success"] / 2:
+        return ("Free generation (`agent.mode: generate`) runs but plays far worse (below): the model ranks the "
+                "admissible actions better than it spells one out, so keep `agent.mode: score`.")
+    return "Free generation (`agent.mode: generate`) works too and is measured below."
+
+
 def limitations(rows: dict[str, dict], dagger: bool) -> str:
     ways = {"greedy": "choosing the best admissible action", "score": "sampling at T=0.4",
             "generate": "by free generation"}
@@ -1225,7 +1242,7 @@ def _continued_text(build: dict, new_games: int) -> str:
             f"with its tokenizer on the demonstrations below: {new_games} further ALFWorld train games, the next in "
             f"the same balanced order (`--alfworld-skip-games`), so that no game is trained on twice, and the other "
             f"envs' again. {build['alfworld_train_games']} ALFWorld train games in all.")
-    return textwrap.fill(text, width=118, break_on_hyphens=False, break_long_words=False) + "\n\n"
+    return _paragraph(text) + "\n\n"
 
 
 def _kept_text(build: dict, new_games: int) -> str:
@@ -1239,7 +1256,7 @@ def _kept_text(build: dict, new_games: int) -> str:
             f"order, `--alfworld-skip-games`): it played as many of them as its time allowed and replayed expert "
             f"demonstrations of them and of the other envs ({data}). {build['alfworld_train_games']} ALFWorld "
             f"train games in all. That earlier build's SFT:")
-    return textwrap.fill(text, width=118, break_on_hyphens=False, break_long_words=False) + "\n\n"
+    return _paragraph(text) + "\n\n"
 
 
 def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | None = None) -> str:
@@ -1280,27 +1297,31 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
     dagger_text = _dagger_text(build, before or {})
     this_build_games = build["alfworld_train_games"] - build.get("continued_from", {}).get("alfworld_train_games", 0)
     sft_games = sft["alfworld_train_games"] - sft.get("continued_from", {}).get("alfworld_train_games", 0)
+    data_text = _paragraph(
+        f"Data (one row per part: demonstrations, games or episodes). ALFWorld: {sft_games} train games, "
+        f"{episodes_each} {episodes_text} 5% of the games are held out for the validation loss.")
     listing = ("" if build["agent"].get("list_actions", True) else
                " no list of the admissible actions in the prompt (`agent.list_actions: false`),")
+    drive_text = _paragraph(
+        "Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history "
+        f"{build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older "
+        f"steps in one line (`agent.action_memory`),{listing} and choosing among the admissible actions by their "
+        "likelihood (`agent.mode: score`); these settings are in `agentrl.json`, and `agentrl train` and `agentrl "
+        f"eval` apply them to this model. {_free_generation_text(rows)}")
     packaged = sorted(name for name, r in rows.items() if r.get("weights") == "packaged")
-    packaged_text = ("" if not packaged else "\n\n" + textwrap.fill(
+    packaged_text = ("" if not packaged else "\n\n" + _paragraph(
         "Most results below were measured on the float32 model before it was stored in bf16; these on the packaged "
-        "bf16 weights, after the build (the `card` stage): " + ", ".join(f"`{name}`" for name in packaged) + ".",
-        width=118, break_on_hyphens=False, break_long_words=False))
+        "bf16 weights, after the build (the `card` stage): " + ", ".join(f"`{name}`" for name in packaged) + "."))
     return f"""# agentrl-tiny: the embedded default CPU policy
 
-A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP
-{arch['intermediate']}, tied embeddings) with a {arch['vocab']}-token byte-level BPE, trained from scratch by
-supervised fine-tuning on expert trajectories of agentrl's own environments. Stored as bf16 safetensors. It is
-`agentrl train`'s default `--model` on a CPU, so the main job runs and learns with no model hub; on a GPU pass a real
-model (for example Qwen2.5-1.5B-Instruct).
+{_paragraph(
+    f"A {arch['parameters'] / 1e6:.1f}M-parameter Llama ({arch['layers']} layers, hidden {arch['hidden']}, MLP "
+    f"{arch['intermediate']}, tied embeddings) with a {arch['vocab']}-token byte-level BPE, trained from scratch by "
+    "supervised fine-tuning on expert trajectories of agentrl's own environments. Stored as bf16 safetensors. It is "
+    "`agentrl train`'s default `--model` on a CPU, so the main job runs and learns with no model hub; on a GPU pass a "
+    "real model (for example Qwen2.5-1.5B-Instruct).")}
 
-Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history
-{build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older steps in one
-line (`agent.action_memory`),{listing}
-and choosing among the admissible actions by their likelihood (`agent.mode: score`); these settings are in
-`agentrl.json`, and `agentrl train` and `agentrl eval` apply them to this model. Free generation (`agent.mode:
-generate`) works too and is measured below.{packaged_text}
+{drive_text}{packaged_text}
 
 ## Results
 
@@ -1322,16 +1343,17 @@ The random and expert rows do not depend on the model (scripted agents, seed {bu
 `{build['command']}` (seeded; every stage cached under `runs/default-policy/`), on a machine with
 {build['machine']}, {build['built']}.
 
-{_kept_text(build, this_build_games) if kept else ""}{_continued_text(sft, sft_games)}Data (one row per part: demonstrations, games or episodes). ALFWorld: {sft_games} train
-games, {episodes_each} {episodes_text} 5% of the games are held out for the validation loss.
+{_kept_text(build, this_build_games) if kept else ""}{_continued_text(sft, sft_games)}{data_text}
 
 | part | demonstrations | games / episodes |
 |---|---|---|
 {data_lines}
 
-Training: `agentrl.sft` mode `{train['mode']}` ({_loss_text(train)}), {train['train_demos']} demonstrations
-({train['tokens_per_epoch'] / 1e6:.1f}M prompt + reply tokens per epoch), AdamW at {train['lr']:g} with a cosine
-schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s), {train['seconds'] / 60:.0f} minutes.
+{_paragraph(
+    f"Training: `agentrl.sft` mode `{train['mode']}` ({_loss_text(train)}), {train['train_demos']} demonstrations "
+    f"({train['tokens_per_epoch'] / 1e6:.1f}M prompt + reply tokens per epoch), AdamW at {train['lr']:g} with a cosine "
+    f"schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s), "
+    f"{train['seconds'] / 60:.0f} minutes.")}
 
 | epoch | train loss | validation loss | minutes |
 |---|---|---|---|
@@ -1339,7 +1361,7 @@ schedule, batch {train['batch_size']}, {precision}, {train['threads']} thread(s)
 {dagger_text}
 ## Limitations
 
-{limitations(rows, bool(build.get('dagger')))}
+{_paragraph(limitations(rows, bool(build.get("dagger"))))}
 """
 
 

@@ -281,10 +281,39 @@ def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp
     card = (out / "README.md").read_text()
     success = row["by_type"]["All"]["success"]
     assert f"| crafting | eval_in_distribution (3) | {success:.1f}% | 0.0% |" in card
-    assert "bf16 weights, after the build (the `card` stage): `crafting-score`" in " ".join(card.split())
+    packaged = " ".join(card.split()).split("bf16 weights, after the build (the `card` stage): ", 1)[1].split(".")[0]
+    assert "`crafting-score`" in packaged
     assert (out / "model.safetensors").read_bytes() == weights
     with pytest.raises(SystemExit, match="no results"):
         build.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
+
+
+def test_the_card_says_what_free_generation_measured_and_keeps_its_prose_wrapped(build):
+    """The shipped build record rendered three ways: without a free-generation result, with one far below the best
+    admissible action's (the shipped policy's 0/134), and with one close to it."""
+    import json
+
+    from agentrl.models import EMBEDDED_POLICY_DIR
+
+    record = json.loads((EMBEDDED_POLICY_DIR / "agentrl.json").read_text())
+    results = {k: v for k, v in record["results"].items() if k != "alfworld-unseen-generate"}
+    best = results["alfworld-unseen-greedy"]["by_type"]["All"]
+
+    def card(generate_success=None):
+        rows = dict(results)
+        if generate_success is not None:
+            rows["alfworld-unseen-generate"] = {"split": "eval_out_of_distribution", "agent": "generate",
+                                                "by_type": {"All": {**best, "success": generate_success}}}
+        return build.model_card(record, rows, record.get("results_before_dagger"))
+
+    def prose(text):
+        return " ".join(text.split())
+
+    assert "it is not measured here" in prose(card())
+    worse = card(0.0)
+    assert "runs but plays far worse" in prose(worse) and "keep `agent.mode: score`" in prose(worse)
+    assert "works too and is measured below" in prose(card(best["success"] - 1))
+    assert all(len(line) <= 118 for line in worse.splitlines() if not line.startswith("|"))
 
 
 def test_a_smaller_builds_games_are_the_first_of_a_larger_ones(build):
