@@ -19,7 +19,7 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
   (``max_plan_length=5``), its SFT warm start (the same model for every algorithm, built once and cached), a fixed
   training set of 8 tasks × group 8 per iteration, 10 iterations, eval on 100 held-out tasks;
 - ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``): 20 iterations of 4 train games ×
-  group 4, evaluated on all 134 valid_unseen games (about 85 minutes per run on one core);
+  group 4, evaluated on all 134 valid_unseen games (about 77 minutes per run on one core);
 - ``webshop``: WebShop from the embedded default policy.
 
 Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped. A run
