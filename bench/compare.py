@@ -130,23 +130,16 @@ def card_eval_success(env_name: str, eval_episodes: int) -> float | None:
     return None if row is None else row["by_type"]["All"]["success"]
 
 
-def start_fingerprint(model: str) -> str:
+def start_fingerprint(model: str, cache_dir: Path = ROOT / "runs" / "models") -> str:
     """The first 16 hex digits of the SHA-256 of the starting policy's weights (a folder's ``*.safetensors`` or a
     registered name's), so that results from different starting weights are never mixed."""
-    import hashlib
+    from agentrl.models import resolve_model, sha256_of_files
 
-    from agentrl.models import EMBEDDED_POLICY, EMBEDDED_POLICY_DIR
-
-    folder = EMBEDDED_POLICY_DIR if model == EMBEDDED_POLICY else Path(model)
+    folder = Path(resolve_model(model, cache_dir))
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise SystemExit(f"no *.safetensors in {folder}: cannot fingerprint the starting policy {model!r}")
-    digest = hashlib.sha256()
-    for path in files:
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
+    return sha256_of_files(*files)[:16]
 
 
 def _resumable(run_dir: Path, overrides: dict[str, Any]) -> bool:

@@ -199,11 +199,14 @@ def folder_size(folder: str | Path) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- GGUF → HF
-def _sha256(path: Path) -> str:
+def sha256_of_files(*paths: str | Path) -> str:
+    """SHA-256 (hex) of the files' bytes, read in order as one stream without loading them whole: of one file, its
+    usual checksum; of a model's weight files, one fingerprint of the weights."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(block)
+    for path in paths:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
@@ -337,7 +340,7 @@ def convert_gguf(gguf_path: str | Path, dest: str | Path, *, dtype: str = "bfloa
             "format": 1,
             "source": str(gguf_path),
             "source_bytes": gguf_path.stat().st_size,
-            "source_sha256": _sha256(gguf_path),
+            "source_sha256": sha256_of_files(gguf_path),
             "dtype": dtype,
             "parameters": parameters,
             "architecture": type(model).__name__,
