@@ -20,7 +20,9 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
   training set of 8 tasks × group 8 per iteration, 10 iterations, eval on 100 held-out tasks;
 - ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``): 20 iterations of 4 train games ×
   group 4, evaluated on all 134 valid_unseen games (about 77 minutes per run on one core);
-- ``webshop``: WebShop from the embedded default policy.
+- ``webshop``: WebShop from the embedded default policy after a short SFT on WebShop's scripted expert (400 train
+  goals, 2 epochs; built once, cached): the policy itself wins none of the eval goals, and WebShop's reward is the
+  win. 8 iterations of 4 goals × group 4, evaluated on 50 eval goals.
 
 Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped. A run
 writes a checkpoint every iteration, and an interrupted one (killed, or out of a session's time) resumes from its
@@ -86,6 +88,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "webshop": {
         "model": "agentrl-tiny",
+        # The default policy wins none of the eval goals (its card: 0/100) and WebShop's RL reward is the win, so
+        # every group would be all-failed and carry no signal. Every algorithm starts from the same short SFT of it
+        # on WebShop's scripted expert instead (built once and cached; its held-out success is the start).
+        "warm_start": {"env": "webshop", "tasks": 400, "epochs": 2, "lr": 5e-4, "mode": "both", "seed": 0},
         "config": {"env.name": "webshop", "env.eval_split": "eval", "agent.mode": "score", "agent.think": False,
                    "rollout.tasks_per_iteration": 4, "rollout.group_size": 4, "rollout.workers": 0,
                    "learner.lr": 5e-5, "learner.kl_coef": 0.01, "learner.skip_zero_advantage": True,
@@ -102,19 +108,64 @@ def _learning():
     return learning
 
 
-def starting_point(env_name: str) -> tuple[str, dict[str, Any], float | None]:
+def starting_point(env_name: str, out_root: Path) -> tuple[str, dict[str, Any], float | None]:
     """The policy every algorithm starts from, the shared config overrides, and the policy's eval success if known.
 
     The crafting preset is bench/learning.py's recipe with its defaults (its SFT warm start, built once and cached,
-    and its RL settings), so that this comparison and the learning curve measure the same thing."""
+    and its RL settings), so that this comparison and the learning curve measure the same thing. A preset with a
+    ``warm_start`` starts from its model fine-tuned on the env's expert (:func:`preset_warm_start`)."""
     preset = PRESETS[env_name]
     if preset["model"] != "learning-warm-start":
-        return preset["model"], {**preset["config"], "run.iterations": preset["iterations"],
-                                 "run.eval_every": preset["eval_every"], "run.eval_episodes": preset["eval_episodes"]}, None
+        shared = {**preset["config"], "run.iterations": preset["iterations"], "run.eval_every": preset["eval_every"],
+                  "run.eval_episodes": preset["eval_episodes"]}
+        if "warm_start" not in preset:
+            return preset["model"], shared, None
+        path, info = preset_warm_start(env_name, out_root)
+        return str(path), shared, info["eval"]["success"]
     learning = _learning()
     args = learning.parse_args([])
     path, sft = learning.warm_start(args, learning.env_args_of(args))
     return str(path), learning.rl_overrides(args, path), sft.get("eval_success")
+
+
+def preset_warm_start(env_name: str, out_root: Path) -> tuple[Path, dict[str, Any]]:
+    """The preset's model after :func:`agentrl.sft.sft_from_expert` with the preset's ``warm_start`` settings, and
+    its record (``warm-start.json``: demonstrations, losses, minutes, and its success and score on the preset's
+    held-out evaluation at T=0.4). Built once per setting and starting weights under
+    ``<out>/<env>/warm-<hash>/``; an interrupted build resumes from its SFT checkpoint."""
+    import hashlib
+
+    from agentrl.models import recommended_agent_settings
+    from agentrl.sft import sft_from_expert
+    from agentrl.trainer import evaluate_model
+
+    preset = PRESETS[env_name]
+    settings = preset["warm_start"]
+    key = {**settings, "from": preset["model"], "from_weights": start_fingerprint(preset["model"])}
+    root = out_root / env_name / f"warm-{hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]}"
+    record_path = root / "warm-start.json"
+    if record_path.is_file():
+        return root / "sft", json.loads(record_path.read_text())
+    print(f"== {env_name}: warm start {settings} from {preset['model']} in {root}", flush=True)
+    t0 = time.perf_counter()
+    env_args = preset["config"].get("env.args")
+    sft = sft_from_expert(settings["env"], preset["model"], str(root / "sft"), mode=settings["mode"],
+                          tasks=settings["tasks"], epochs=settings["epochs"], lr=settings["lr"], seed=settings["seed"],
+                          env_args=env_args, on_epoch=lambda e, loss: print(f"   sft epoch {e + 1}: loss {loss:.3f}", flush=True))
+    sft_seconds = time.perf_counter() - t0
+    agent = {k: v for k, v in recommended_agent_settings(str(root / "sft")).items() if k != "mode"}
+    report = evaluate_model(preset["config"]["env.name"], str(root / "sft"), split=preset["config"].get("env.eval_split"),
+                            episodes=preset["eval_episodes"], env_args=env_args, mode="score", temperature=0.4, seed=0,
+                            **agent)
+    summary = report.by_type()["All"]
+    record = {**key, "demonstrations": sft["demonstrations"], "prompt_tokens": sft["prompt_tokens"],
+              "losses": sft["losses"], "sft_minutes": sft_seconds / 60, "eval_minutes": report.wall_time_s / 60,
+              "eval": {"split": report.split, "episodes": summary["n"], "success": summary["success"],
+                       "score": summary.get("score")}}
+    record_path.write_text(json.dumps(record, indent=1))
+    print(f"   warm start: {sft['demonstrations']} demonstrations, {sft_seconds / 60:.0f} min; held-out success "
+          f"{summary['success']:.1f}% (score {summary.get('score', 0):.1f})", flush=True)
+    return root / "sft", record
 
 
 def card_eval_success(env_name: str, eval_episodes: int) -> float | None:
@@ -160,7 +211,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 
     run_dir = out_root / env_name / f"{algo}-s{seed}"
     done = run_dir / "result.json"
-    model, shared, start_success = starting_point(env_name)
+    model, shared, start_success = starting_point(env_name, out_root)
     fingerprint = start_fingerprint(model)
     if done.is_file() and json.loads(done.read_text()).get("start_model") != fingerprint:
         print(f"   {run_dir} started from other weights than {model} ({fingerprint}) has now: running it again",

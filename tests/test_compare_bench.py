@@ -75,3 +75,27 @@ def test_results_of_other_starting_weights_are_run_again(compare, tmp_path, caps
     rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     assert "running it again" in capsys.readouterr().out
     assert rerun["start_model"] == module.start_fingerprint(str(model)) != first["start_model"]
+
+
+def test_a_warm_start_preset_builds_its_start_once_and_every_algorithm_starts_from_it(compare, tmp_path, monkeypatch):
+    module, model = compare
+    warm_start = {"env": "crafting", "tasks": 2, "epochs": 1, "lr": 1e-3, "mode": "score", "seed": 0}
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**module.PRESETS["tiny-crafting"], "warm_start": warm_start})
+    out = tmp_path / "runs"
+    grpo = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    (warm,) = (out / "tiny-crafting").glob("warm-*")
+    record = json.loads((warm / "warm-start.json").read_text())
+    assert record["demonstrations"] >= 2 * 3 and len(record["losses"]) == 1 and record["eval"]["episodes"] == 2
+    # The runs start from the fine-tuned policy, and its held-out success is their start.
+    assert grpo["config"]["model.path"] == str(warm / "sft")
+    assert grpo["start_eval_success"] == record["eval"]["success"]
+    assert grpo["start_model"] == module.start_fingerprint(str(warm / "sft")) != module.start_fingerprint(str(model))
+    built = (warm / "sft" / "model.safetensors").stat().st_mtime_ns
+    gigpo = module.run_one("tiny-crafting", "gigpo", 0, ARGS, out)
+    assert gigpo["config"]["model.path"] == str(warm / "sft") and gigpo["start_model"] == grpo["start_model"]
+    assert (warm / "sft" / "model.safetensors").stat().st_mtime_ns == built  # built once, reused
+    # Other starting weights make another warm start (and so other runs).
+    shutil.copy(tiny_model_dir(seed=1) / "model.safetensors", model / "model.safetensors")
+    rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert len(list((out / "tiny-crafting").glob("warm-*"))) == 2
+    assert rerun["config"]["model.path"] != grpo["config"]["model.path"]

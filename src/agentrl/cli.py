@@ -313,12 +313,16 @@ def sft_command(
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
     lr: Annotated[float, typer.Option(min=0.0, help="AdamW learning rate.")] = 1e-3,
     mode: Annotated[str, typer.Option(help="'score' (softmax over admissible actions) or 'generate' (token NLL).")] = "score",
-    think: Annotated[bool, typer.Option(help="Train replies in think mode (<think></think><action>…</action>).")] = False,
+    think: Annotated[Optional[bool], typer.Option(
+        help="Train replies in think mode (<think></think><action>…</action>); default: as the model's agentrl.json "
+             "recommends, else off.", show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the shuffle and of a model built from config.")] = 0,
     env_args: EnvArgs = None,
 ) -> None:
     """Supervised fine-tuning on expert demonstrations rendered exactly as the agent sees them (the RL warm start).
 
+    The prompts follow the model's recommended agent settings (its agentrl.json: history, action memory, think), and
+    the output folder records them, so train and eval drive the result as it was trained.
     Run it again after an interruption and it resumes from its latest checkpoint (in <out>-checkpoints)."""
     from agentrl.sft import sft_from_expert
 

@@ -15,9 +15,12 @@ target is the agent's reply for the expert action, so what SFT teaches is what r
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +31,9 @@ import torch
 
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, restore_rng, save_checkpoint
+from agentrl.config import AgentSection, from_dict
 from agentrl.errors import AgentRLError
+from agentrl.models import AGENT_SETTINGS_FILE, recommended_agent_settings, resolve_model
 from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, token_log_probs
 
 
@@ -306,23 +311,29 @@ def sft_loss(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score
     return total / max(len(demos), 1)
 
 
-def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool = False,
+def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "score", think: bool | None = None,
                     tasks: int = 200, epochs: int = 3, lr: float = 1e-3, batch_size: int = 16, seed: int = 0,
                     env_args: dict[str, Any] | None = None, max_prompt_tokens: int = 2048,
                     bf16: bool | str = "auto", on_epoch: Callable[[int, float], None] | None = None,
                     checkpoint_every: int = 200) -> dict[str, Any]:
     """Collect demonstrations, fine-tune ``model`` on them and save the result to ``out_dir``.
 
-    Training checkpoints go to :func:`checkpoint_dir_for` ``(out_dir)`` after every epoch and every
+    The demonstrations are rendered the way ``model`` is driven: its recommended agent settings
+    (:func:`agentrl.models.recommended_agent_settings`, e.g. the embedded policy's short history and action memory,
+    no ``<think>``), with ``think`` winning when given (no ``<think>`` when neither says). ``out_dir`` records them
+    in its own ``agentrl.json``, so ``agentrl train`` and ``agentrl eval`` drive the fine-tuned model as it was
+    trained. Training checkpoints go to :func:`checkpoint_dir_for` ``(out_dir)`` after every epoch and every
     ``checkpoint_every`` steps; run the same call again after an interruption and it resumes from the latest. The
     folder is removed once the model is saved."""
-    import shutil
-
-    from agentrl.models import resolve_model
-
+    _check_mode(mode, bf16)
     torch.manual_seed(seed)
-    policy = HFPolicy(resolve_model(model, Path(out_dir).parent / "models"), device="cpu")
-    agent = ReActAgent(env_family=ReActAgent.family_for_env(env_name), think=think)
+    folder = resolve_model(model, Path(out_dir).parent / "models")
+    given = {"mode": "generate" if mode == "generate" else "score", **({} if think is None else {"think": think})}
+    settings = from_dict(AgentSection, {"think": False, **recommended_agent_settings(folder), **given}, "agent")
+    policy = HFPolicy(folder, device="cpu")
+    agent = ReActAgent(env_family=ReActAgent.family_for_env(env_name), think=settings.think,
+                       history_length=settings.history_length, action_memory=settings.action_memory,
+                       list_actions=settings.list_actions)
     start = time.perf_counter()
     demos = collect_demonstrations(env_name, policy, agent, tasks=tasks, env_args=env_args,
                                    max_prompt_tokens=max_prompt_tokens)
@@ -331,6 +342,11 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
     losses = sft(policy, demos, mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                  bf16=bf16, on_epoch=on_epoch, checkpoint_dir=checkpoints, checkpoint_every=checkpoint_every)
     policy.save_pretrained(out_dir)
+    record = {"agent": dataclasses.asdict(settings),
+              "sft": {"env": env_name, "from": model, "mode": mode, "tasks": tasks, "demonstrations": len(demos),
+                      "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}}
+    (Path(out_dir) / AGENT_SETTINGS_FILE).write_text(json.dumps(record, indent=1))
     shutil.rmtree(checkpoints, ignore_errors=True)
-    return {"demonstrations": len(demos), "losses": losses, "collect_s": collected - start,
+    return {"demonstrations": len(demos), "prompt_tokens": sum(len(d.prompt_ids) for d in demos), "losses": losses,
+            "collect_s": collected - start,
             "train_s": time.perf_counter() - collected, "out_dir": str(out_dir)}
