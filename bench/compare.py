@@ -21,8 +21,9 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
 - ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``): 20 iterations of 4 train games ×
   group 4, evaluated on all 134 valid_unseen games (about 77 minutes per run on one core);
 - ``webshop``: WebShop from the embedded default policy after a short SFT on WebShop's scripted expert (400 train
-  goals, 2 epochs; built once, cached): the policy itself wins none of the eval goals, and WebShop's reward is the
-  win. 8 iterations of 4 goals × group 4, evaluated on 50 eval goals.
+  goals, 2 epochs; built once, cached: the policy itself wins none of the eval goals), rewarded with WebShop's own
+  score of the purchase (10 × score) instead of the win alone; 8 iterations of 4 goals × group 4, evaluated on 50
+  eval goals (success and mean score).
 
 Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped. A run
 writes a checkpoint every iteration, and an interrupted one (killed, or out of a session's time) resumes from its
@@ -88,14 +89,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "webshop": {
         "model": "agentrl-tiny",
-        # The default policy wins none of the eval goals (its card: 0/100) and WebShop's RL reward is the win, so
-        # every group would be all-failed and carry no signal. Every algorithm starts from the same short SFT of it
-        # on WebShop's scripted expert instead (built once and cached; its held-out success is the start).
+        # The default policy wins none of the eval goals (its card: 0/100). Every algorithm starts from the same
+        # short SFT of it on WebShop's scripted expert (built once and cached; its held-out success is the start),
+        # which buys the right kind of product (mean score 48) but rarely exactly right (1 of 50 goals): under
+        # verl-agent's reward (10 for a score of 1.0) every group of 4 was all-failed in all 8 iterations of a first
+        # GRPO run (2026-12-06), so no algorithm could learn. The reward here is WebShop's own, 10 × the purchase's
+        # score; success (and so SCPO's successful siblings) is still a score of 1.0.
         "warm_start": {"env": "webshop", "tasks": 400, "epochs": 2, "lr": 5e-4, "mode": "both", "seed": 0},
-        "config": {"env.name": "webshop", "env.eval_split": "eval", "agent.mode": "score", "agent.think": False,
-                   "rollout.tasks_per_iteration": 4, "rollout.group_size": 4, "rollout.workers": 0,
-                   "learner.lr": 5e-5, "learner.kl_coef": 0.01, "learner.skip_zero_advantage": True,
-                   "learner.mini_batch_size": 64, "learner.micro_batch_size": 8},
+        "config": {"env.name": "webshop", "env.eval_split": "eval",
+                   "env.args": {"success_reward": 0.0, "score_reward": 10.0}, "agent.mode": "score",
+                   "agent.think": False, "rollout.tasks_per_iteration": 4, "rollout.group_size": 4,
+                   "rollout.workers": 0, "learner.lr": 5e-5, "learner.kl_coef": 0.01,
+                   "learner.skip_zero_advantage": True, "learner.mini_batch_size": 64,
+                   "learner.micro_batch_size": 8},
         "iterations": 8, "eval_every": 8, "eval_episodes": 50,
     },
 }
@@ -108,8 +114,10 @@ def _learning():
     return learning
 
 
-def starting_point(env_name: str, out_root: Path) -> tuple[str, dict[str, Any], float | None]:
-    """The policy every algorithm starts from, the shared config overrides, and the policy's eval success if known.
+def starting_point(env_name: str, out_root: Path,
+                   eval_episodes: int | None = None) -> tuple[str, dict[str, Any], dict[str, float | None]]:
+    """The policy every algorithm starts from, the shared config overrides, and the policy's eval ``success`` (and
+    WebShop ``score``) where known.
 
     The crafting preset is bench/learning.py's recipe with its defaults (its SFT warm start, built once and cached,
     and its RL settings), so that this comparison and the learning curve measure the same thing. A preset with a
@@ -119,53 +127,60 @@ def starting_point(env_name: str, out_root: Path) -> tuple[str, dict[str, Any], 
         shared = {**preset["config"], "run.iterations": preset["iterations"], "run.eval_every": preset["eval_every"],
                   "run.eval_episodes": preset["eval_episodes"]}
         if "warm_start" not in preset:
-            return preset["model"], shared, None
-        path, info = preset_warm_start(env_name, out_root)
-        return str(path), shared, info["eval"]["success"]
+            return preset["model"], shared, {"success": None, "score": None}
+        path, info = preset_warm_start(env_name, out_root, eval_episodes or preset["eval_episodes"])
+        return str(path), shared, {"success": info["eval"]["success"], "score": info["eval"]["score"]}
     learning = _learning()
     args = learning.parse_args([])
     path, sft = learning.warm_start(args, learning.env_args_of(args))
-    return str(path), learning.rl_overrides(args, path), sft.get("eval_success")
+    return str(path), learning.rl_overrides(args, path), {"success": sft.get("eval_success"), "score": None}
 
 
-def preset_warm_start(env_name: str, out_root: Path) -> tuple[Path, dict[str, Any]]:
-    """The preset's model after :func:`agentrl.sft.sft_from_expert` with the preset's ``warm_start`` settings, and
-    its record (``warm-start.json``: demonstrations, losses, minutes, and its success and score on the preset's
-    held-out evaluation at T=0.4). Built once per setting and starting weights under
-    ``<out>/<env>/warm-<hash>/``; an interrupted build resumes from its SFT checkpoint."""
+def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tuple[Path, dict[str, Any]]:
+    """The preset's model after :func:`agentrl.sft.sft_from_expert` with the preset's ``warm_start`` settings (the
+    SFT's own ``env_args``, if any, among them), and its record: ``warm-start.json`` (demonstrations, losses,
+    minutes) with ``eval``, its success and score on the first ``eval_episodes`` of the preset's held-out split at
+    T=0.4 with the preset's env args (the runs' own evaluation). The SFT is built once per setting and starting
+    weights under ``<out>/<env>/warm-<hash>/`` (an interrupted build resumes from its checkpoint); the evaluation
+    once per env args, split and episodes beside it (a preset that only changes the RL reward reuses the SFT)."""
     import hashlib
 
     from agentrl.models import recommended_agent_settings
     from agentrl.sft import sft_from_expert
     from agentrl.trainer import evaluate_model
 
+    def digest(data: dict[str, Any]) -> str:
+        return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+
     preset = PRESETS[env_name]
     settings = preset["warm_start"]
     key = {**settings, "from": preset["model"], "from_weights": start_fingerprint(preset["model"])}
-    root = out_root / env_name / f"warm-{hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]}"
-    record_path = root / "warm-start.json"
-    if record_path.is_file():
-        return root / "sft", json.loads(record_path.read_text())
-    print(f"== {env_name}: warm start {settings} from {preset['model']} in {root}", flush=True)
-    t0 = time.perf_counter()
-    env_args = preset["config"].get("env.args")
-    sft = sft_from_expert(settings["env"], preset["model"], str(root / "sft"), mode=settings["mode"],
-                          tasks=settings["tasks"], epochs=settings["epochs"], lr=settings["lr"], seed=settings["seed"],
-                          env_args=env_args, on_epoch=lambda e, loss: print(f"   sft epoch {e + 1}: loss {loss:.3f}", flush=True))
-    sft_seconds = time.perf_counter() - t0
-    agent = {k: v for k, v in recommended_agent_settings(str(root / "sft")).items() if k != "mode"}
-    report = evaluate_model(preset["config"]["env.name"], str(root / "sft"), split=preset["config"].get("env.eval_split"),
-                            episodes=preset["eval_episodes"], env_args=env_args, mode="score", temperature=0.4, seed=0,
-                            **agent)
-    summary = report.by_type()["All"]
-    record = {**key, "demonstrations": sft["demonstrations"], "prompt_tokens": sft["prompt_tokens"],
-              "losses": sft["losses"], "sft_minutes": sft_seconds / 60, "eval_minutes": report.wall_time_s / 60,
-              "eval": {"split": report.split, "episodes": summary["n"], "success": summary["success"],
-                       "score": summary.get("score")}}
-    record_path.write_text(json.dumps(record, indent=1))
-    print(f"   warm start: {sft['demonstrations']} demonstrations, {sft_seconds / 60:.0f} min; held-out success "
-          f"{summary['success']:.1f}% (score {summary.get('score', 0):.1f})", flush=True)
-    return root / "sft", record
+    root = out_root / env_name / f"warm-{digest(key)}"
+    record_path, model = root / "warm-start.json", root / "sft"
+    if not record_path.is_file():
+        print(f"== {env_name}: warm start {settings} from {preset['model']} in {root}", flush=True)
+        t0 = time.perf_counter()
+        sft = sft_from_expert(settings["env"], preset["model"], str(model), mode=settings["mode"],
+                              tasks=settings["tasks"], epochs=settings["epochs"], lr=settings["lr"],
+                              seed=settings["seed"], env_args=settings.get("env_args"),
+                              on_epoch=lambda e, loss: print(f"   sft epoch {e + 1}: loss {loss:.3f}", flush=True))
+        record_path.write_text(json.dumps({**key, **{k: sft[k] for k in ("demonstrations", "prompt_tokens", "losses")},
+                                           "sft_minutes": (time.perf_counter() - t0) / 60}, indent=1))
+    record = json.loads(record_path.read_text())
+    measure = {"env": preset["config"]["env.name"], "split": preset["config"].get("env.eval_split"),
+               "env_args": preset["config"].get("env.args"), "episodes": eval_episodes}
+    eval_path = root / f"eval-{digest(measure)}.json"
+    if not eval_path.is_file():
+        agent = {k: v for k, v in recommended_agent_settings(str(model)).items() if k != "mode"}
+        report = evaluate_model(measure["env"], str(model), split=measure["split"], episodes=eval_episodes,
+                                env_args=measure["env_args"], mode="score", temperature=0.4, seed=0, **agent)
+        summary = report.by_type()["All"]
+        eval_path.write_text(json.dumps({**measure, "split": report.split, "success": summary["success"],
+                                         "score": summary.get("score"), "minutes": report.wall_time_s / 60}, indent=1))
+    record["eval"] = json.loads(eval_path.read_text())
+    print(f"   warm start {model}: {record['demonstrations']} demonstrations, {record['sft_minutes']:.0f} min; "
+          f"held-out success {record['eval']['success']:.1f}% (score {record['eval']['score'] or 0:.1f})", flush=True)
+    return model, record
 
 
 def card_eval_success(env_name: str, eval_episodes: int) -> float | None:
@@ -211,7 +226,8 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 
     run_dir = out_root / env_name / f"{algo}-s{seed}"
     done = run_dir / "result.json"
-    model, shared, start_success = starting_point(env_name, out_root)
+    model, shared, start = starting_point(env_name, out_root, args.eval_episodes)
+    start_success = start["success"]
     fingerprint = start_fingerprint(model)
     if done.is_file() and json.loads(done.read_text()).get("start_model") != fingerprint:
         print(f"   {run_dir} started from other weights than {model} ({fingerprint}) has now: running it again",
@@ -255,6 +271,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     start_eval = [r for r in result.history if r["iteration"] == 0]  # run.eval_before_train
     if start_eval:
         start_success = start_eval[0]["eval/success"]
+        start["score"] = start_eval[0].get("eval/score", start["score"])
     history = [r for r in result.history if r["iteration"] >= 1]
     evals = [r for r in history if "eval/success" in r]
     last = evals[-1] if evals else {}
@@ -263,6 +280,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     row = {
         "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": seconds,
         "start_model": fingerprint, "start_eval_success": start_success,
+        "start_eval_score": start["score"], "final_eval_score": last.get("eval/score"),
         "train_success": [r.get("train/success") for r in history],
         "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
         "final_eval_success": last.get("eval/success"),
@@ -302,13 +320,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for row in rows:
         cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
                                                                 "conflict_before": [], "conflict_after": [],
-                                                                "train_set": [],
+                                                                "train_set": [], "score": [],
+                                                                "start_score": row.get("start_eval_score"),
                                                                 "start_train_set": row.get("start_train_set_success"),
                                                                 "start": row.get("start_eval_success")})
         if row["final_eval_success"] is not None:
             cell["final"].append(row["final_eval_success"])
         if row.get("final_train_set_success") is not None:
             cell["train_set"].append(row["final_train_set_success"])
+        if row.get("final_eval_score") is not None:
+            cell["score"].append(row["final_eval_score"])
         for task_type, value in row["final_eval_by_type"].items():
             cell["by_type"].setdefault(task_type, []).append(value)
         credited = [d.get("algo/failed_steps_credited_frac") for d in row["scpo_diagnostics"]]
@@ -324,6 +345,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         train_set = cell.pop("train_set")
         cell["train_set_mean"] = statistics.mean(train_set) if train_set else None
         cell["train_set_std"] = statistics.stdev(train_set) if len(train_set) > 1 else 0.0 if train_set else None
+        scores = cell.pop("score")
+        cell["score_mean"] = statistics.mean(scores) if scores else None
         cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
         for key in ("credited", "conflict_before", "conflict_after"):
             series = cell.pop(key)
@@ -395,6 +418,9 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
         conflict = ("–" if cell["conflict_before_mean"] is None else
                     f"{100 * cell['conflict_before_mean']:.1f}% → {100 * cell['conflict_after_mean']:.1f}%")
         start = "–" if cell["start"] is None else f"{cell['start']:.1f}"
+        if cell.get("score_mean") is not None:  # WebShop: the mean score of the purchases, 0-100
+            start_score = "–" if cell["start_score"] is None else f"{cell['start_score']:.1f}"
+            mean += f" (score {start_score} → {cell['score_mean']:.1f})"
         train_set = ("–" if cell["train_set_mean"] is None else
                      f"{cell['start_train_set']:.1f} → {cell['train_set_mean']:.1f} ± {cell['train_set_std']:.1f}")
         lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {train_set} | {start} → {mean} | {by_type} | "

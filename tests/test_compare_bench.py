@@ -85,15 +85,23 @@ def test_a_warm_start_preset_builds_its_start_once_and_every_algorithm_starts_fr
     grpo = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     (warm,) = (out / "tiny-crafting").glob("warm-*")
     record = json.loads((warm / "warm-start.json").read_text())
-    assert record["demonstrations"] >= 2 * 3 and len(record["losses"]) == 1 and record["eval"]["episodes"] == 2
+    (measured,) = [json.loads(p.read_text()) for p in warm.glob("eval-*.json")]
+    assert record["demonstrations"] >= 2 * 3 and len(record["losses"]) == 1
+    assert measured["episodes"] == 2 and measured["env_args"] == {"max_steps": 3}  # the runs' own evaluation
     # The runs start from the fine-tuned policy, and its held-out success is their start.
     assert grpo["config"]["model.path"] == str(warm / "sft")
-    assert grpo["start_eval_success"] == record["eval"]["success"]
+    assert grpo["start_eval_success"] == measured["success"]
     assert grpo["start_model"] == module.start_fingerprint(str(warm / "sft")) != module.start_fingerprint(str(model))
     built = (warm / "sft" / "model.safetensors").stat().st_mtime_ns
     gigpo = module.run_one("tiny-crafting", "gigpo", 0, ARGS, out)
     assert gigpo["config"]["model.path"] == str(warm / "sft") and gigpo["start_model"] == grpo["start_model"]
     assert (warm / "sft" / "model.safetensors").stat().st_mtime_ns == built  # built once, reused
+    # Other env args for the runs (e.g. another reward) keep the SFT and measure the start again with them.
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(preset, "config", {**preset["config"], "env.args": {"max_steps": 4}})
+    longer = module.run_one("tiny-crafting", "grpo", 1, ARGS, out)
+    assert longer["config"]["model.path"] == str(warm / "sft") and len(list(warm.glob("eval-*.json"))) == 2
+    assert (warm / "sft" / "model.safetensors").stat().st_mtime_ns == built
     # Other starting weights make another warm start (and so other runs).
     shutil.copy(tiny_model_dir(seed=1) / "model.safetensors", model / "model.safetensors")
     rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)

@@ -341,6 +341,25 @@ def test_a_partial_score_pays_no_reward(env):
     assert terminated and reward == 0.0 and not info["won"] and 0.0 <= info["score"] < 1.0
 
 
+def test_score_reward_pays_a_purchase_its_score_on_the_buying_step(webshop_dir):
+    env = WebShopEnv(data_dir=webshop_dir, success_reward=0.0, score_reward=10.0)
+    reset(env, 0)
+    rewards = [env.step(a)[1] for a in ("search[decorative pillows]", "click[b09hkzs7lv]")]
+    _, reward, terminated, _, info = env.step("click[buy now]")
+    assert rewards == [0.0, 0.0] and terminated and not info["won"] and 0.0 < info["score"] < 1.0
+    assert reward == pytest.approx(10.0 * info["score"])
+    assert env.step("click[buy now]")[1] == 0.0  # paid once
+    both = WebShopEnv(data_dir=webshop_dir, score_reward=5.0)  # with the win's reward: a right purchase gets both
+    reset(both, 0)
+    goal = both.goal()
+    both.step("search[decorative pillows]")
+    both.step(f"click[{goal.asin.lower()}]")
+    for value in goal.goal_options.values():
+        both.step(f"click[{value}]")
+    _, reward, _, _, info = both.step("click[buy now]")
+    assert info["won"] and reward == 10.0 + 5.0
+
+
 def test_a_faithful_quirk_the_goal_product_can_score_below_one(env):
     # "rectangular" contains "tan" (COLOR_SET), so the original's colour normalization breaks that option match.
     index = next(i for i, g in enumerate(env.catalog.goals) if g.goal_options.get("item shape") == "rectangular")

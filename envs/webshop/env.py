@@ -15,7 +15,10 @@ machine (:mod:`.session`) and the original score (:mod:`.reward`). Wrapped the w
   the search page although WebShop ignores it (searching is ``search[...]``). The raw
   ``{"has_search_bar", "clickables"}`` dict is in ``info["available_actions"]``. Surrounding whitespace of an
   action is ignored (verl-agent strips model output); the action name is case-sensitive, its argument is not.
-* **Reward.** ``success_reward`` (10) on the step that buys with WebShop score 1.0, else 0. The score of the
+* **Reward.** ``success_reward`` (10) on the step that buys with WebShop score 1.0, else 0 (verl-agent's reward).
+  ``score_reward`` adds that much times the purchase's score in [0, 1] on the buying step: WebShop's own RL reward
+  (Yao et al. 2022 train on the score), which pays a partly right purchase, e.g. ``success_reward=0,
+  score_reward=10`` for a policy that rarely buys exactly right. The score of the
   purchase is ``info["score"]`` (0.0 until something is bought), its parts ``info["score_breakdown"]``;
   ``info["won"]`` is ``score == 1.0``. ``info["task_type"]`` is the goal product's category (beauty, electronics,
   fashion, garden, grocery). Episodes are truncated after 15 steps.
@@ -69,6 +72,7 @@ class WebShopEnv(TextEnv):
         sample_by_weight: ``reset()`` without a task draws goals by their weight, as WebShop does, instead of
             uniformly, as verl-agent does.
         success_reward: the RL reward of a purchase with score 1.0.
+        score_reward: the RL reward of a purchase per unit of its score (0: the win alone pays, as in verl-agent).
         split, max_steps, expert, render_mode: see :class:`~agentrl.envs.TextEnv`.
     """
 
@@ -85,6 +89,7 @@ class WebShopEnv(TextEnv):
         show_attributes: bool = False,
         sample_by_weight: bool = False,
         success_reward: float = 10.0,
+        score_reward: float = 0.0,
         split: str | None = None,
         max_steps: int | None = -1,
         expert: bool = False,
@@ -97,7 +102,8 @@ class WebShopEnv(TextEnv):
         self.catalog, self.search_engine = load_world(files, goals, goal_seed)
         self.show_attributes = show_attributes
         self.sample_by_weight = sample_by_weight
-        self.success_reward = success_reward
+        self.success_reward = float(success_reward)
+        self.score_reward = float(score_reward)
         n = len(self.catalog.goals)
         self._task_ids = {
             "eval": tuple(f"goal-{i}" for i in range(min(EVAL_GOALS, n))),
@@ -144,7 +150,8 @@ class WebShopEnv(TextEnv):
             info["score_breakdown"] = self.session.state.score.as_dict()
             info["purchased_asin"] = self.session.state.asin
             info["purchased_options"] = dict(self.session.state.options)
-        return self.session.page.text, self.success_reward if won else 0.0, done, info
+        reward = (self.success_reward if won else 0.0) + (self.score_reward * score if bought else 0.0)
+        return self.session.page.text, reward, done, info
 
     def _expert_action(self) -> str | None:
         return expert_action(self.session) if self.session is not None else None
