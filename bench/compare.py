@@ -28,8 +28,9 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
 Runs are cached (``runs/compare/<env>/<algo>-s<seed>/result.json``): rerunning continues where it stopped. A run
 writes a checkpoint every iteration, and an interrupted one (killed, or out of a session's time) resumes from its
 latest checkpoint when its settings are unchanged, so a comparison of hour-long runs can be spread over several
-sittings. Every run records a fingerprint of its starting weights: a cached run from other starting weights (a
-rebuilt default policy) is run again, and the results of older starting weights are dropped from the table.
+sittings. A cached run is used only if it ran with the same settings (the config overrides) and from the same
+starting weights (every run records their fingerprint): else it is run again, and the results of older starting
+weights (a rebuilt default policy) are dropped from the table.
 
     python bench/compare.py --envs crafting --seeds 0,1,2          # the built-in env, 3 seeds
     python bench/compare.py --envs alfworld --seeds 0 --iterations 8
@@ -229,10 +230,25 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     model, shared, start = starting_point(env_name, out_root, args.eval_episodes)
     start_success = start["success"]
     fingerprint = start_fingerprint(model)
-    if done.is_file() and json.loads(done.read_text()).get("start_model") != fingerprint:
-        print(f"   {run_dir} started from other weights than {model} ({fingerprint}) has now: running it again",
-              flush=True)
-        done.unlink()
+    iterations = args.iterations or shared["run.iterations"]
+    eval_episodes = args.eval_episodes or shared["run.eval_episodes"]
+    overrides = {
+        **shared, "algo.name": algo, "model.path": model,
+        "run.iterations": iterations, "run.eval_every": args.eval_every or shared["run.eval_every"],
+        "run.eval_episodes": eval_episodes, "run.seed": seed,
+        "run.save_every": 1, "run.torch_threads": 1,
+    }
+    if algo.startswith("scpo") and args.scorer:
+        overrides["algo.options"] = {"scorer": args.scorer}
+    if done.is_file():
+        cached = json.loads(done.read_text())
+        if cached.get("start_model") != fingerprint:
+            print(f"   {run_dir} started from other weights than {model} ({fingerprint}) has now: running it again",
+                  flush=True)
+            done.unlink()
+        elif cached["config"] != json.loads(json.dumps(overrides)):
+            print(f"   {run_dir} ran with other settings: running it again", flush=True)
+            done.unlink()
     if done.is_file():
         row = json.loads(done.read_text())
         metrics = run_dir / "metrics.jsonl"
@@ -242,18 +258,8 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         if row.get("start_eval_success") is None:
             row["start_eval_success"] = card_eval_success(env_name, row["config"]["run.eval_episodes"])
         return with_train_set_success(row, run_dir, out_root)
-    iterations = args.iterations or shared["run.iterations"]
-    eval_episodes = args.eval_episodes or shared["run.eval_episodes"]
     if start_success is None:
         start_success = card_eval_success(env_name, eval_episodes)
-    overrides = {
-        **shared, "algo.name": algo, "model.path": model,
-        "run.iterations": iterations, "run.eval_every": args.eval_every or shared["run.eval_every"],
-        "run.eval_episodes": eval_episodes, "run.seed": seed,
-        "run.save_every": 1, "run.torch_threads": 1,
-    }
-    if algo.startswith("scpo") and args.scorer:
-        overrides["algo.options"] = {"scorer": args.scorer}
     config = build_config(None, overrides)
     resume = run_dir.exists() and _resumable(run_dir, overrides)
     if run_dir.exists() and not resume:  # no checkpoint, or other settings: start again (metrics would mix runs)

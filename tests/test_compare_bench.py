@@ -64,12 +64,21 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(compare, tmp_path, capsy
     assert again["config"]["run.eval_episodes"] == 3
 
 
-def test_results_of_other_starting_weights_are_run_again(compare, tmp_path, capsys):
+def test_results_of_other_settings_or_starting_weights_are_run_again(compare, tmp_path, capsys, monkeypatch):
     module, model = compare
     out = tmp_path / "runs"
     first = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     assert first["start_model"] == module.start_fingerprint(str(model))
     assert module.run_one("tiny-crafting", "grpo", 0, ARGS, out)["seconds"] == first["seconds"]  # cached
+    # A finished run with other settings (here the reward) is not reused: it runs again with these.
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(preset, "config", {**preset["config"], "env.args": {"max_steps": 3, "success_reward": 1.0}})
+    capsys.readouterr()
+    other = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert "ran with other settings" in capsys.readouterr().out
+    assert other["config"]["env.args"]["success_reward"] == 1.0 and other["seconds"] != first["seconds"]
+    monkeypatch.setitem(preset, "config", {**preset["config"], "env.args": {"max_steps": 3}})
+    first = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     shutil.copy(tiny_model_dir(seed=1) / "model.safetensors", model / "model.safetensors")  # a rebuilt policy
     capsys.readouterr()
     rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
