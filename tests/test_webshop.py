@@ -317,14 +317,20 @@ def test_paging_past_the_results_shows_an_empty_page(env):
     assert obs.endswith("Page 2 (Total results: 7) [SEP] < Prev [SEP] Next >")
 
 
-def test_buying_ends_the_episode_with_the_score(env):
-    obs, info = reset(env, 0)
+def buy_the_goal_product(env: WebShopEnv):
+    """From eval goal 0's first page: find its product, choose the goal's options and buy; the buying step's result."""
+    reset(env, 0)
     goal = env.goal()
     env.step("search[decorative pillows]")
     env.step(f"click[{goal.asin.lower()}]")
     for value in goal.goal_options.values():
         env.step(f"click[{value}]")
-    obs, reward, terminated, truncated, info = env.step("click[buy now]")
+    return env.step("click[buy now]")
+
+
+def test_buying_ends_the_episode_with_the_score(env):
+    obs, reward, terminated, truncated, info = buy_the_goal_product(env)
+    goal = env.goal()
     assert terminated and not truncated and reward == 10.0 and info["won"] and info["score"] == 1.0
     assert info["score_breakdown"]["r_type"] == 1.0 and info["purchased_asin"] == goal.asin
     assert obs.startswith("Thank you for shopping with us!") and "[SEP] 1.0 [SEP]" in obs
@@ -350,13 +356,7 @@ def test_score_reward_pays_a_purchase_its_score_on_the_buying_step(webshop_dir):
     assert reward == pytest.approx(10.0 * info["score"])
     assert env.step("click[buy now]")[1] == 0.0  # paid once
     both = WebShopEnv(data_dir=webshop_dir, score_reward=5.0)  # with the win's reward: a right purchase gets both
-    reset(both, 0)
-    goal = both.goal()
-    both.step("search[decorative pillows]")
-    both.step(f"click[{goal.asin.lower()}]")
-    for value in goal.goal_options.values():
-        both.step(f"click[{value}]")
-    _, reward, _, _, info = both.step("click[buy now]")
+    _, reward, _, _, info = buy_the_goal_product(both)
     assert info["won"] and reward == 10.0 + 5.0
 
 
