@@ -8,8 +8,8 @@ only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer
   attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration (share of failed
   steps credited, conflict rate before/after), wall times; and per (env, algo) the final success as mean ± std
   over seeds;
-- ``docs/results/compare-<env>.png``: train and eval success over iterations, all algorithms on one plot (mean over
-  seeds, shaded min-max);
+- ``docs/results/compare-<env>.png``: train and eval success over iterations (and, for an env that reports a score,
+  training reward and eval score), all algorithms on one plot (mean over seeds, shaded min-max);
 - ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): the table and the labels
   (hardware, budget).
 
@@ -69,6 +69,16 @@ def scpo_diagnostics(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row.pop("algo/conflict_rate_after", None)
         rows.append(row)
     return rows
+
+
+def learning_curves(history: list[dict[str, Any]]) -> dict[str, list]:
+    """A run's curves from its log (iterations ≥ 1): training success and mean episode reward per iteration, and
+    each evaluation's success and, where the env reports one (WebShop), mean score, as ``(iteration, value)``."""
+    evals = [r for r in history if "eval/success" in r]
+    return {"train_success": [r.get("train/success") for r in history],
+            "train_reward": [r.get("train/reward") for r in history],
+            "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
+            "eval_score": [(r["iteration"], r["eval/score"]) for r in evals if r.get("eval/score") is not None]}
 
 #: Per env: config overrides shared by every algorithm (the budget), and where the starting model comes from.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -252,9 +262,11 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     if done.is_file():
         row = json.loads(done.read_text())
         metrics = run_dir / "metrics.jsonl"
-        if algo.startswith("scpo") and metrics.is_file():  # a run cached before a diagnostic was added
-            row["scpo_diagnostics"] = scpo_diagnostics([r for r in map(json.loads, metrics.read_text().splitlines())
-                                                        if r["iteration"] >= 1])
+        if metrics.is_file():  # a run cached before a curve or a diagnostic was recorded
+            history = [r for r in map(json.loads, metrics.read_text().splitlines()) if r["iteration"] >= 1]
+            row.update(learning_curves(history))
+            if algo.startswith("scpo"):
+                row["scpo_diagnostics"] = scpo_diagnostics(history)
         if row.get("start_eval_success") is None:
             row["start_eval_success"] = card_eval_success(env_name, row["config"]["run.eval_episodes"])
         return with_train_set_success(row, run_dir, out_root)
@@ -287,8 +299,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": seconds,
         "start_model": fingerprint, "start_eval_success": start_success,
         "start_eval_score": start["score"], "final_eval_score": last.get("eval/score"),
-        "train_success": [r.get("train/success") for r in history],
-        "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
+        **learning_curves(history),
         "final_eval_success": last.get("eval/success"),
         "final_eval_by_type": {k.removeprefix("eval/success/"): v for k, v in last.items()
                                if k.startswith("eval/success/")},
@@ -361,30 +372,48 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
+    """All algorithms on one figure, mean over seeds with the min-max band: training success and held-out success
+    over iterations (from the start's evaluation, iteration 0, where known), SCPO's diagnostics, and, for an env that
+    reports a score (WebShop, whose success can stay flat while purchases improve), training reward and eval score."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    for algo in ALGOS:
-        runs = [r for r in rows if r["env"] == env_name and r["algo"] == algo]
-        if not runs:
-            continue
-        train = np.array([r["train_success"] for r in runs if r["train_success"]], dtype=float)
-        if train.size:
-            x = np.arange(1, train.shape[1] + 1)
-            axes[0].plot(x, train.mean(0), label=algo)
-            axes[0].fill_between(x, train.min(0), train.max(0), alpha=0.15)
-        # The starting policy's eval (iteration 0) where known, so that each curve starts from the same point.
-        evals = [([(0, r["start_eval_success"])] if r.get("start_eval_success") is not None else []) + r["eval_success"]
-                 for r in runs if r["eval_success"]]
+    env_rows = [r for r in rows if r["env"] == env_name]
+    scored = any(r.get("eval_score") for r in env_rows)
+    panels = ["train_success", "train_reward", "eval_success", "eval_score", "scpo"] if scored else \
+        ["train_success", "eval_success", "scpo"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.3 * len(panels), 4))
+    ax = dict(zip(panels, axes))
+
+    def per_iteration(axis, runs, key, label):
+        series = [r[key] for r in runs if r.get(key) and None not in r[key]]
+        if series:
+            values = np.array([s[:min(map(len, series))] for s in series], dtype=float)
+            x = np.arange(1, values.shape[1] + 1)
+            axis.plot(x, values.mean(0), label=label)
+            axis.fill_between(x, values.min(0), values.max(0), alpha=0.15)
+
+    def per_evaluation(axis, runs, key, start_key, label):
+        evals = [([(0, r[start_key])] if r.get(start_key) is not None else []) + [tuple(e) for e in r[key]]
+                 for r in runs if r.get(key)]
         if evals:
             its = [i for i, _ in evals[0]]
-            values = np.array([[v for _, v in e] for e in evals if len(e) == len(its)], dtype=float)
-            axes[1].plot(its, values.mean(0), marker="o", label=algo)
-            axes[1].fill_between(its, values.min(0), values.max(0), alpha=0.15)
+            values = np.array([[v for _, v in e] for e in evals if [i for i, _ in e] == its], dtype=float)
+            axis.plot(its, values.mean(0), marker="o", label=label)
+            axis.fill_between(its, values.min(0), values.max(0), alpha=0.15)
+
+    for algo in ALGOS:
+        runs = [r for r in env_rows if r["algo"] == algo]
+        if not runs:
+            continue
+        per_iteration(ax["train_success"], runs, "train_success", algo)
+        per_evaluation(ax["eval_success"], runs, "eval_success", "start_eval_success", algo)
+        if scored:
+            per_iteration(ax["train_reward"], runs, "train_reward", algo)
+            per_evaluation(ax["eval_score"], runs, "eval_score", "start_eval_score", algo)
         if algo.startswith("scpo"):  # SCPO's diagnostics over training, mean over seeds
             for key, style in (("algo/failed_steps_credited_frac", "-"), ("algo/conflict_rate_before", ":"),
                                ("algo/conflict_rate_after", "--")):
@@ -395,15 +424,20 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
                     values = 100 * np.array([s[:min(map(len, series))] for s in series], dtype=float)
                     defined = ~np.isnan(values).all(0)
                     x = np.arange(1, values.shape[1] + 1)[defined]
-                    axes[2].plot(x, np.nanmean(values[:, defined], 0), style, marker=".",
-                                 label=f"{algo}: {key.removeprefix('algo/')}")
-    axes[0].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
-    axes[1].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
-    axes[1].set_ylim(bottom=0)
-    axes[2].set(title="SCPO: failed steps credited, conflict rate before/after", xlabel="iteration", ylabel="%")
-    for ax in axes:
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+                    ax["scpo"].plot(x, np.nanmean(values[:, defined], 0), style, marker=".",
+                                    label=f"{algo}: {key.removeprefix('algo/')}")
+    ax["train_success"].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
+    ax["eval_success"].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
+    ax["eval_success"].set_ylim(bottom=0)
+    if scored:
+        ax["train_reward"].set(title=f"{env_name}: train reward per episode (T=1)", xlabel="iteration",
+                               ylabel="reward")
+        ax["eval_score"].set(title=f"{env_name}: eval score (T=0.4)", xlabel="iteration", ylabel="mean score 0-100")
+    ax["scpo"].set(title="SCPO: failed steps credited, conflict rate before/after", xlabel="iteration", ylabel="%")
+    for axis in axes:
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -116,3 +116,30 @@ def test_a_warm_start_preset_builds_its_start_once_and_every_algorithm_starts_fr
     rerun = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     assert len(list((out / "tiny-crafting").glob("warm-*"))) == 2
     assert rerun["config"]["model.path"] != grpo["config"]["model.path"]
+
+
+def test_runs_record_training_reward_and_eval_score_and_the_plot_shows_them_for_scored_envs(compare, tmp_path):
+    module, _ = compare
+    out = tmp_path / "runs"
+    row = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    run_dir = out / "tiny-crafting" / "grpo-s0"
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert row["train_reward"] == [r["train/reward"] for r in logged if r["iteration"] >= 1]
+    assert len(row["train_reward"]) == 2 and row["eval_score"] == []  # crafting reports no score
+    # A result cached before the curves were recorded gets them from the run's log.
+    cached = json.loads((run_dir / "result.json").read_text())
+    for key in ("train_reward", "eval_score"):
+        del cached[key]
+    (run_dir / "result.json").write_text(json.dumps(cached))
+    assert module.run_one("tiny-crafting", "grpo", 0, ARGS, out)["train_reward"] == row["train_reward"]
+
+    import matplotlib.image
+
+    def panels(rows):
+        path = tmp_path / "plot.png"
+        module.plot(rows, "tiny-crafting", path)
+        return round(matplotlib.image.imread(path).shape[1] / (5.3 * 110))
+
+    assert panels([row]) == 3  # success only: train, eval, SCPO
+    scored = {**row, "start_eval_score": 40.0, "eval_score": [(2, 55.0)]}
+    assert panels([scored, {**scored, "seed": 1, "train_reward": [1.0, 2.0], "eval_score": [(2, 45.0)]}]) == 5
