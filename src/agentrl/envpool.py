@@ -24,7 +24,10 @@ import traceback
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM")
 
@@ -53,6 +56,58 @@ class PendingReplies:
         if self._result is None:
             self._result = self._receive()
         return self._result
+
+
+class SlotPool:
+    """What the rollout loop needs of an env pool: slots spread over ``workers``, and batches of ``reset``/``step``
+    commands that block (:meth:`reset`, :meth:`step`) or return at once (:meth:`reset_async`, :meth:`step_async`).
+
+    Slots ``g*G … g*G+G-1`` (G = ``slots_per_group``) share a worker. A subclass sends a batch to its workers
+    (``_send``), restarts a dead one (counted in ``restarts``), names its workers' pids and closes them:
+    :class:`EnvPool` with local processes, :class:`agentrl.raypool.RayEnvPool` with Ray actors.
+    """
+
+    workers: int
+    slots_per_group: int
+    restarts: int
+
+    def worker_of(self, slot: int) -> int:
+        return (slot // self.slots_per_group) % max(1, self.workers)
+
+    def _send(self, commands: Sequence[tuple[int, str, Any]]) -> PendingReplies:
+        """Send ``(slot, op, arg)`` commands to their workers now; the handle reads the replies when asked."""
+        raise NotImplementedError
+
+    def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
+        return self._send(commands).result()
+
+    def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
+        """``requests``: (slot, seed, options) each; returns slot → (obs, info) or EnvFailure."""
+        return self.reset_async(requests).result()
+
+    def reset_async(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> PendingReplies:
+        """Send ``requests`` to the workers and return at once; ``.result()`` is what :meth:`reset` returns."""
+        return self._send([(slot, "reset", (seed, options)) for slot, seed, options in requests])
+
+    def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
+        """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
+        return self._run([(slot, "step", action) for slot, action in actions])
+
+    def step_async(self, actions: Sequence[tuple[int, str]]) -> PendingReplies:
+        """Send ``actions`` to the workers and return at once; ``.result()`` is what :meth:`step` returns."""
+        return self._send([(slot, "step", action) for slot, action in actions])
+
+    def worker_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Slots:
@@ -105,7 +160,7 @@ def _worker_main(conn, env_name: str, env_kwargs: dict[str, Any]) -> None:
         slots.close()
 
 
-class EnvPool:
+class EnvPool(SlotPool):
     """Run the envs of many slots in ``workers`` processes (0: in this process).
 
     Args:
@@ -133,9 +188,6 @@ class EnvPool:
         for w in range(workers):
             self._start(w)
 
-    def worker_of(self, slot: int) -> int:
-        return (slot // self.slots_per_group) % max(1, self.workers)
-
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
         saved = {k: os.environ.get(k) for k in _THREAD_VARS}
@@ -153,9 +205,6 @@ class EnvPool:
                     os.environ[k] = v
         child.close()
         self._procs[w], self._conns[w] = proc, parent
-
-    def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
-        return self._send(commands).result()
 
     def _send(self, commands: Sequence[tuple[int, str, Any]]) -> PendingReplies:
         """Send ``commands`` to their workers now; the returned handle reads the replies when asked."""
@@ -218,22 +267,6 @@ class EnvPool:
         self._incarnation[w] += 1
         self._start(w)
 
-    def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
-        """``requests``: (slot, seed, options) each; returns slot → (obs, info) or EnvFailure."""
-        return self.reset_async(requests).result()
-
-    def reset_async(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> PendingReplies:
-        """Send ``requests`` to the workers and return at once; ``.result()`` is what :meth:`reset` returns."""
-        return self._send([(slot, "reset", (seed, options)) for slot, seed, options in requests])
-
-    def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
-        """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
-        return self._run([(slot, "step", action) for slot, action in actions])
-
-    def step_async(self, actions: Sequence[tuple[int, str]]) -> PendingReplies:
-        """Send ``actions`` to the workers and return at once; ``.result()`` is what :meth:`step` returns."""
-        return self._send([(slot, "step", action) for slot, action in actions])
-
     def worker_pids(self) -> list[int]:
         return [p.pid for p in self._procs if p is not None]
 
@@ -252,9 +285,3 @@ class EnvPool:
                 self._procs[w].kill()
             conn.close()
         self._conns = [None] * self.workers
-
-    def __enter__(self) -> EnvPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -22,13 +22,10 @@ import contextlib
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentrl.envpool import EnvFailure, PendingReplies, ResetResult, StepResult, _Slots
+from agentrl.envpool import EnvFailure, PendingReplies, SlotPool, _Slots
 from agentrl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 __all__ = ["RayEnvPool", "connect", "shutdown_if_started"]
 
@@ -97,7 +94,7 @@ class _EnvActor:
         self.slots.close()
 
 
-class RayEnvPool:
+class RayEnvPool(SlotPool):
     """Run the envs of many slots in ``workers`` Ray actors; the interface of :class:`~agentrl.envpool.EnvPool`.
 
     Args:
@@ -131,12 +128,6 @@ class RayEnvPool:
     def _new_actor(self) -> Any:
         return self._actor_class.remote(self.env_name, self.env_kwargs)
 
-    def worker_of(self, slot: int) -> int:
-        return (slot // self.slots_per_group) % self.workers
-
-    def _run(self, commands: Sequence[tuple[int, str, Any]]) -> dict[int, Any]:
-        return self._send(commands).result()
-
     def _send(self, commands: Sequence[tuple[int, str, Any]]) -> PendingReplies:
         by_worker: dict[int, list] = defaultdict(list)
         for command in commands:
@@ -168,22 +159,6 @@ class RayEnvPool:
         self._incarnation[w] += 1
         self._actors[w] = self._new_actor()
 
-    def reset(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> dict[int, ResetResult | EnvFailure]:
-        """``requests``: (slot, seed, options) each; returns slot → (obs, info) or EnvFailure."""
-        return self.reset_async(requests).result()
-
-    def reset_async(self, requests: Sequence[tuple[int, int | None, dict[str, Any]]]) -> PendingReplies:
-        """Send ``requests`` to the actors and return at once; ``.result()`` is what :meth:`reset` returns."""
-        return self._send([(slot, "reset", (seed, options)) for slot, seed, options in requests])
-
-    def step(self, actions: Sequence[tuple[int, str]]) -> dict[int, StepResult | EnvFailure]:
-        """``actions``: (slot, action) each; returns slot → Gymnasium 5-tuple or EnvFailure."""
-        return self._run([(slot, "step", action) for slot, action in actions])
-
-    def step_async(self, actions: Sequence[tuple[int, str]]) -> PendingReplies:
-        """Send ``actions`` to the actors and return at once; ``.result()`` is what :meth:`step` returns."""
-        return self._send([(slot, "step", action) for slot, action in actions])
-
     def worker_pids(self) -> list[int]:
         return list(self._ray.get([actor.pid.remote() for actor in self._actors]))
 
@@ -203,9 +178,3 @@ class RayEnvPool:
     def _kill(self, actor: Any) -> None:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):  # already gone
             self._ray.kill(actor, no_restart=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

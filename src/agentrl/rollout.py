@@ -18,8 +18,8 @@ Episodes end when the env terminates or truncates, when the trajectory's respons
 
 The policy renders prompts (its tokenizer) and scores admissible actions; free generation goes to ``generator``
 when one is given (any :class:`agentrl.generators.Generator`, e.g. a vLLM engine), else to the policy itself.
-``pool`` is an :class:`~agentrl.envpool.EnvPool` or anything with its ``reset``/``step``/``step_async`` interface
-(the Ray pool of :mod:`agentrl.raypool`). ``time/env_step`` is the time the loop waited for env steps, the part
+``pool`` is any :class:`~agentrl.envpool.SlotPool`: an :class:`~agentrl.envpool.EnvPool` of local processes or
+the Ray pool of :mod:`agentrl.raypool`. ``time/env_step`` is the time the loop waited for env steps, the part
 that generation did not hide.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from agentrl.agents.react import ReActAgent
 from agentrl.algos.types import Step, Trajectory
-from agentrl.envpool import EnvFailure, EnvPool, PendingReplies
+from agentrl.envpool import EnvFailure, PendingReplies, SlotPool
 from agentrl.errors import ConfigError
 from agentrl.generators import Generator
 from agentrl.learner import TrainingSample
@@ -69,7 +69,7 @@ def reset_requests(task_ids: list[str], group_size: int, seed: int) -> list[tupl
 
 
 def collect_rollouts(
-    pool: EnvPool,
+    pool: SlotPool,
     agent: ReActAgent,
     policy: HFPolicy,
     task_ids: list[str],

@@ -43,7 +43,7 @@ from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_checkpoint
 from agentrl.config import TrainConfig, from_dict, save_config, to_dict
 from agentrl.distributed import DistInfo, DistributedLearner, all_ranks_agree, gather_rollouts, init_distributed
-from agentrl.envpool import EnvPool, PendingReplies
+from agentrl.envpool import EnvPool, PendingReplies, SlotPool
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.evaluation import EpisodeResult, EvalReport
 from agentrl.generators import build_generator, resolve_generator_kind, sync_weights
@@ -156,8 +156,8 @@ def _train_device(choice: str, dist: DistInfo) -> str:
     return choice
 
 
-def _make_pool(cfg: TrainConfig) -> Any:
-    """Local env worker processes, or Ray actors when ``run.ray_address`` is set (same interface)."""
+def _make_pool(cfg: TrainConfig) -> SlotPool:
+    """Local env worker processes, or Ray actors when ``run.ray_address`` is set (both a :class:`SlotPool`)."""
     if cfg.run.ray_address:
         from agentrl.raypool import RayEnvPool, connect
 
