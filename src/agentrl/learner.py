@@ -323,7 +323,11 @@ class Learner:
             self._reference_model = self._build_reference(reference)
         if self.config.gradient_checkpointing:
             # Non-reentrant checkpointing needs no input gradients, so it also works with frozen embeddings (LoRA).
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            kwargs = {"use_reentrant": False}
+            if hasattr(self.model, "activation_checkpointing_enable"):
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+            else:  # transformers before 5.2x named it gradient checkpointing (and the vllm extra pins one of those)
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         self._shuffle_rng = torch.Generator().manual_seed(self.config.seed)
         self.num_updates = 0
         self.optimizer_steps = 0
