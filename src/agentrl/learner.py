@@ -326,7 +326,7 @@ class Learner:
             kwargs = {"use_reentrant": False}
             if hasattr(self.model, "activation_checkpointing_enable"):
                 self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-            else:  # transformers before 5.2x named it gradient checkpointing (and the vllm extra pins one of those)
+            else:  # older transformers know only the old name
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         self._shuffle_rng = torch.Generator().manual_seed(self.config.seed)
         self.num_updates = 0
