@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -165,6 +166,26 @@ def test_top_k_one_and_tiny_top_p_reduce_to_greedy(policy, prompts) -> None:
         assert g.response_ids == k.response_ids == p.response_ids
         # The reported log-prob stays that of the untruncated tempered distribution (T = 1 here).
         assert k.logprobs == pytest.approx(g.logprobs, abs=1e-5)
+
+
+def test_forward_passes_use_the_current_transformers_cache_names(policy, prompts) -> None:
+    """Generation, scoring and choice scoring read and pass the KV cache by the name the installed transformers
+    uses: no "past_key_values is deprecated" log line (transformers logs it once per process, so forget that)."""
+    from transformers.utils import logging as hf_logging
+
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    root = hf_logging.get_logger("transformers")
+    root.addHandler(handler)
+    hf_logging.warning_once.cache_clear()
+    try:
+        generations = policy.generate(prompts, GenerationConfig(max_new_tokens=4, temperature=0.0))
+        token_log_probs(policy.model, prompts, [g.response_ids for g in generations])
+        policy.score_choices(prompts, CANDIDATES, sample=False)
+    finally:
+        root.removeHandler(handler)
+    assert not [r for r in records if "deprecated" in r], records
 
 
 def test_budget_truncation_is_flagged(policy, prompts) -> None:

@@ -234,10 +234,9 @@ def _forward(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: to
     logits = out.logits
     if logits_to_keep and logits.shape[1] > logits_to_keep:
         logits = logits[:, -logits_to_keep:]
-    new_cache = getattr(out, "cache", None)
-    if new_cache is None:
-        new_cache = getattr(out, "past_key_values", None)
-    return logits, new_cache
+    # transformers 5.2x renamed the output's past_key_values to cache (the old name still works, with a warning).
+    fields = getattr(out, "__dataclass_fields__", {})
+    return logits, getattr(out, "cache" if "cache" in fields else "past_key_values", None)
 
 
 def _left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
