@@ -174,7 +174,7 @@ def eval_command(
                                                   "model's agentrl.json recommends, else yes.")] = None,
     split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
     episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random agent.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the random agent, or of --model's sampling (T > 0).")] = 0,
     attempts: Annotated[int, typer.Option(min=1, help="Episodes per task for --model (several measure a sampling "
                                           "policy with less noise).")] = 1,
     out: Annotated[Optional[Path], typer.Option(help="Write the report (summary + episodes) as JSON here.")] = None,
