@@ -366,6 +366,9 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
 def collect_simple(env_name: str, env_args: dict, split: str, tasks: int, seed: int, out_path: str,
                    detour_prob: float, agent_settings: dict[str, Any]) -> dict[str, Any]:
     """Demonstrations of a non-ALFWorld env from its expert (one episode per task, optional detours)."""
+    if tasks <= 0:  # the part is turned off (e.g. --webshop-goals 0): make no env, so its data need not be installed
+        Path(out_path).touch()
+        return {"demos": 0}
     from agentrl.agents.react import ReActAgent
 
     from agentrl import envs
