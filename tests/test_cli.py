@@ -130,6 +130,25 @@ def test_eval_model_is_driven_as_its_agentrl_json_recommends_unless_told_otherwi
     assert "agent: mode generate, think on, history_length 1" in result.stderr
 
 
+def test_eval_model_sets_torch_threads_as_train_does(agentrl_cli):
+    import os
+
+    from tiny_model import tiny_model_dir
+
+    from agentrl.policy import default_cpu_threads
+
+    # Two evaluations side by side each ran torch's default 2 threads on 2 cores and took 3x longer (issue 8).
+    args = ("eval", "--env", "crafting", "--model", str(tiny_model_dir()), "--episodes", "1", "-e", "max_steps=2")
+    env = {"OMP_NUM_THREADS": str(os.cpu_count() or 1)}  # what torch would use if the command set nothing
+    result = subprocess.run([*agentrl_cli, *args], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, **env, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert f"torch threads {default_cpu_threads()}" in result.stderr
+    result = run(agentrl_cli, *args, "--threads", "3")
+    assert result.returncode == 0, result.stderr
+    assert "torch threads 3" in result.stderr
+
+
 def test_eval_unknown_agent(agentrl_cli):
     result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "oracle")
     assert result.returncode == 2 and "known: expert, random" in result.stderr

@@ -23,6 +23,7 @@ from agentrl.policy import (
     LoraSettings,
     choice_sequence_logliks,
     configure_cpu_threads,
+    default_cpu_threads,
     token_log_probs,
 )
 
@@ -525,3 +526,9 @@ def test_configure_cpu_threads_returns_the_previous_count() -> None:
         torch.set_num_threads(before)
     with pytest.raises(ConfigError):
         configure_cpu_threads(0)
+
+
+def test_default_cpu_threads_is_one_beside_env_workers_or_on_two_cores() -> None:
+    assert default_cpu_threads(0, cores=2) == 1 and default_cpu_threads(0, cores=1) == 1
+    assert default_cpu_threads(0, cores=8) == 8
+    assert default_cpu_threads(2, cores=8) == 1

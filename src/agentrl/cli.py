@@ -177,6 +177,8 @@ def eval_command(
     seed: Annotated[int, typer.Option(help="Seed of the random agent, or of --model's sampling (T > 0).")] = 0,
     attempts: Annotated[int, typer.Option(min=1, help="Episodes per task for --model (several measure a sampling "
                                           "policy with less noise).")] = 1,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="PyTorch CPU threads for --model (default: 1 on 2 "
+                                                   "cores or fewer, else all cores, as agentrl train).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Write the report (summary + episodes) as JSON here.")] = None,
     env_args: EnvArgs = None,
 ) -> None:
@@ -191,8 +193,11 @@ def eval_command(
     if model is not None:
         import dataclasses
 
+        import torch
+
         from agentrl.config import AgentSection, from_dict
         from agentrl.models import recommended_agent_settings
+        from agentrl.policy import configure_cpu_threads, default_cpu_threads
         from agentrl.trainer import evaluate_model
 
         # Drive the model as it was trained to be driven (e.g. the embedded policy: no <think>, scoring mode, its
@@ -201,10 +206,13 @@ def eval_command(
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
         given = {key: value for key, value in (("mode", mode), ("think", think)) if value is not None}
         settings = from_dict(AgentSection, {**recommended_agent_settings(model), **given}, "agent")
+        # The models.md threading trap: torch's default of one thread per core ran evaluations several times slower
+        # as soon as another job shared the 2 cores. The process ends after this command, so nothing is restored.
+        configure_cpu_threads(threads or default_cpu_threads())
         err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
                           f"{settings.history_length}, action_memory {settings.action_memory}, list_actions "
-                          f"{'on' if settings.list_actions else 'off'}", markup=False,
-                          highlight=False)
+                          f"{'on' if settings.list_actions else 'off'}; torch threads {torch.get_num_threads()}",
+                          markup=False, highlight=False)
         with Progress(*columns, console=err_console) as progress:
             bar = progress.add_task(f"{env} {model}", total=None, success=0.0)
 

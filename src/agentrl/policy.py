@@ -64,6 +64,7 @@ __all__ = [
     "choice_log_probs",
     "choice_sequence_logliks",
     "configure_cpu_threads",
+    "default_cpu_threads",
     "token_log_probs",
 ]
 
@@ -175,6 +176,17 @@ class LoraSettings:
 # ----------------------------------------------------------------------------------------------------------------
 # Threads
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def default_cpu_threads(env_workers: int = 0, cores: int | None = None) -> int:
+    """Intra-op threads for a model with ``env_workers`` environment processes beside it on ``cores`` cores
+    (default: this machine's): 1 when env workers share the cores or there are 2 cores or fewer, else all cores.
+
+    The models.md threading trap: on 2 cores, 2 threads ran a forward pass 3-4x slower than 1 as soon as anything
+    else (an env worker, a second evaluation) took a core. The trainer and ``agentrl eval`` both follow this rule.
+    """
+    cores = cores or os.cpu_count() or 1
+    return 1 if env_workers > 0 or cores <= 2 else cores
 
 
 def configure_cpu_threads(n: int | None) -> int:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import signal
 import time
 from collections import Counter
@@ -49,7 +48,7 @@ from agentrl.evaluation import EpisodeResult, EvalReport
 from agentrl.generators import build_generator, resolve_generator_kind, sync_weights
 from agentrl.learner import Learner
 from agentrl.models import resolve_model
-from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads
+from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads, default_cpu_threads
 from agentrl.rollout import RolloutBatch, collect_rollouts, reset_requests
 from agentrl.runlog import RunLogger
 
@@ -195,11 +194,7 @@ class Trainer:
                 raise AgentRLError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
             self.checkpoint = load_checkpoint(latest)
 
-        # models.md threading trap: with env workers beside it, or on a machine of 2 cores or fewer (measured 3-4x
-        # slower with 2 threads there), one intra-op thread is fastest.
-        cores = os.cpu_count() or 1
-        threads = cfg.run.torch_threads or (1 if cfg.rollout.workers > 0 or cores <= 2 else cores)
-        configure_cpu_threads(threads)
+        configure_cpu_threads(cfg.run.torch_threads or default_cpu_threads(cfg.rollout.workers))
         torch.manual_seed(cfg.run.seed)
 
         self.algorithm = algos.get_algorithm(cfg.algo.name)
