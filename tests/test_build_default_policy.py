@@ -283,6 +283,8 @@ def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp
     assert f"| crafting | eval_in_distribution (3) | {success:.1f}% | 0.0% |" in card
     packaged = " ".join(card.split()).split("bf16 weights, after the build (the `card` stage): ", 1)[1].split(".")[0]
     assert "`crafting-score`" in packaged
+    # The shipped card's random ALFWorld rows were measured by the card stage too, but do not depend on the weights.
+    assert before["results"]["alfworld-unseen-random"]["weights"] == "packaged" and "random" not in packaged
     assert (out / "model.safetensors").read_bytes() == weights
     with pytest.raises(SystemExit, match="no results"):
         build.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
