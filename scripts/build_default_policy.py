@@ -1167,8 +1167,8 @@ def build_command(args: argparse.Namespace) -> str:
     their defaults."""
     defaults = parse_args([])
     shaping = ("seed", "alfworld_games", "alfworld_skip_games", "alfworld_labels", "any_instance", "init_from",
-               "list_actions", "vocab", "hidden", "intermediate", "layers", "epochs", "sft_mode", "max_candidates", "hard_negatives",
-               "lr", "dagger_rounds", "skip_kinds", "prompt_loss_weight", "object_swaps")
+               "list_actions", "vocab", "hidden", "intermediate", "layers", "epochs", "sft_mode", "max_candidates",
+               "hard_negatives", "lr", "dagger_rounds", "skip_kinds", "prompt_loss_weight", "object_swaps")
     words = ["python scripts/build_default_policy.py"]
     for name in shaping:
         value = getattr(args, name)
