@@ -179,9 +179,14 @@ def _expert_episode(env: Any, agent: Any, env_name: str, task_id: str, kind: str
     return bool(info.get("won"))
 
 
+def _walkthrough(env: Any, task_id: str) -> list[str]:
+    """The commands of the game's stored walkthrough (``[]`` when it has none)."""
+    return json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
+
+
 def _wanted_object(env: Any, task_id: str) -> str | None:
     """The kind of the first object the game's walkthrough takes (``"soapbar"``): what the agent must find."""
-    walkthrough = json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
+    walkthrough = _walkthrough(env, task_id)
     take = next((re.match(r"take (.+?) from", c) for c in walkthrough if c.startswith("take ")), None)
     return _object_type(take.group(1)) if take else None
 
@@ -255,7 +260,7 @@ class SearchingExpert:
 
 def _alfworld_target_kind(env: Any, task_id: str) -> str | None:
     """The kind of receptacle the game's walkthrough puts the object in (``"coffeemachine"``), if any."""
-    walkthrough = json.loads(Path(env.unwrapped.task(task_id).gamefile).read_text()).get("walkthrough") or []
+    walkthrough = _walkthrough(env, task_id)
     move = next((re.match(r"move .+? to (.+)$", c) for c in reversed(walkthrough) if c.startswith("move ")), None)
     return _object_type(move.group(1)) if move else None
 
@@ -388,33 +393,30 @@ def collect_alfworld_shard(task_ids: list[str], prior: dict[str, dict[str, int]]
     def play(env: Any, agent: Any, index: int, task_id: str, demos: list[dict], stats: Counter) -> None:
         if "walkthrough" in kinds:
             stats["walk_won"] += _expert_episode(env, agent, "alfworld", task_id, "walkthrough", demos, rng)
-        wanted = _wanted_object(env, task_id)
-        target = _alfworld_target_kind(env, task_id)
-        two_objects = env.unwrapped.task(task_id).label == "Pick2"
 
-        def labeller(base: Callable[..., str | None] | None) -> Callable[..., str | None] | None:
-            if not any_instance:
-                return base
-            return AnyInstanceExpert(wanted, target, two_objects, base=base)
+        def episode(kind: str, base: Callable[..., str | None] | None, **kwargs: Any) -> None:
+            """One labelled episode: by ``base`` (``None``: the planner), wrapped with ``--any-instance``."""
+            labeller = base
+            if any_instance:
+                labeller = AnyInstanceExpert(_wanted_object(env, task_id), _alfworld_target_kind(env, task_id),
+                                             env.unwrapped.task(task_id).label == "Pick2", base=base)
+            stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
+                                                    labeller=labeller, **kwargs)
+            if any_instance:
+                stats["any_instance_labels"] += labeller.relabelled
 
         if labels == "observable":
+            wanted = _wanted_object(env, task_id)
             for kind, detour_prob in (("search", 0.0), ("detour", 0.2)):
                 if kind in kinds:
                     searching = SearchingExpert(wanted, prior, rng)
-                    expert = labeller(searching)
-                    stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
-                                                            detour_prob=detour_prob, labeller=expert)
+                    episode(kind, searching, detour_prob=detour_prob)
                     stats["search_labels"] += searching.search_labels
-                    stats["any_instance_labels"] += getattr(expert, "relabelled", 0)
             return
-        for kind in ("search", "detour"):
-            if kind in kinds:
-                prefix = _alfworld_search_prefix(env, task_id, prior, rng) if kind == "search" else None
-                expert = labeller(None)
-                stats[f"{kind}_won"] += _expert_episode(env, agent, "alfworld", task_id, kind, demos, rng,
-                                                        prefix=prefix, detour_prob=0.2 if kind == "detour" else 0.0,
-                                                        labeller=expert)
-                stats["any_instance_labels"] += getattr(expert, "relabelled", 0)
+        if "search" in kinds:
+            episode("search", None, prefix=_alfworld_search_prefix(env, task_id, prior, rng))
+        if "detour" in kinds:
+            episode("detour", None, detour_prob=0.2)
 
     return {**_alfworld_games(task_ids, out_path, minutes, play, agent_settings), "labels": labels}
 

@@ -200,7 +200,6 @@ def test_the_any_instance_expert_takes_the_tasks_object_in_reach_where_the_plann
     """On real train games: where a tomato lies on the receptacle the agent stands at but the planner walks on to
     the tomato its walkthrough names, the label takes the one in reach, and the planner finishes the game from
     there; in a two-object game the object already put on the target is never taken back, and the game is won."""
-    import json
     import random
     import re
 
@@ -228,7 +227,7 @@ def test_the_any_instance_expert_takes_the_tasks_object_in_reach_where_the_plann
     # Whole episodes played by these labels: the tomato game from that state, the vase game from the state where the
     # first vase has just been put on the coffee table (the walkthrough up to its first "move"), where the planner
     # walks on to fetch the second.
-    walkthrough = json.loads(Path(env.unwrapped.task(vases).gamefile).read_text())["walkthrough"]
+    walkthrough = build._walkthrough(env, vases)
     first_put = walkthrough[: next(i for i, c in enumerate(walkthrough) if c.startswith("move ")) + 1]
     for task_id, prefix, two_objects in ((tomato, ["go to diningtable 1"], False), (vases, first_put, True)):
         target = build._alfworld_target_kind(env, task_id)

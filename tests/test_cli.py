@@ -10,9 +10,9 @@ import pytest
 COMMANDS = ["envs", "algos", "check-env", "play", "eval", "data"]
 
 
-def run(cli, *args, stdin=None, timeout=120):
+def run(cli, *args, stdin=None, timeout=120, env=None):
     return subprocess.run([*cli, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
-                          env={**__import__("os").environ, "COLUMNS": "200"})
+                          env={**__import__("os").environ, **(env or {}), "COLUMNS": "200"})
 
 
 def test_help_lists_every_command(agentrl_cli):
@@ -139,9 +139,8 @@ def test_eval_model_sets_torch_threads_as_train_does(agentrl_cli):
 
     # Two evaluations side by side each ran torch's default 2 threads on 2 cores and took 3x longer (issue 8).
     args = ("eval", "--env", "crafting", "--model", str(tiny_model_dir()), "--episodes", "1", "-e", "max_steps=2")
-    env = {"OMP_NUM_THREADS": str(os.cpu_count() or 1)}  # what torch would use if the command set nothing
-    result = subprocess.run([*agentrl_cli, *args], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, **env, "COLUMNS": "200"})
+    # OMP_NUM_THREADS = cores: what torch would use if the command set nothing
+    result = run(agentrl_cli, *args, env={"OMP_NUM_THREADS": str(os.cpu_count() or 1)})
     assert result.returncode == 0, result.stderr
     assert f"torch threads {default_cpu_threads()}" in result.stderr
     result = run(agentrl_cli, *args, "--threads", "3")

@@ -197,7 +197,7 @@ def configure_cpu_threads(n: int | None) -> int:
     worker) takes a core, because the OpenMP threads spin-wait on each other. When environments or other jobs run
     beside the model, use 1 thread, or start the process with ``GOMP_SPINCOUNT=0`` (an environment variable read
     when the OpenMP runtime starts, so it cannot be set from here). Measure on the machine. The library never
-    calls this by itself; the trainer does.
+    calls this by itself; the trainer and ``agentrl eval`` do (:func:`default_cpu_threads`).
     """
     previous = torch.get_num_threads()
     if n is not None:
