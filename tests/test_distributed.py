@@ -86,10 +86,13 @@ def _rank_main(rank: int, fn, out_dir: str, *args) -> None:
     """Run one rank, then leave with ``os._exit(0)``: skip the interpreter's teardown.
 
     Measured: in about 1 of 20 runs of the learner test on a busy 2-core machine, a rank that had written all its
-    results and left the process group (barrier, ``destroy_process_group``) still died with SIGABRT ("terminate
-    called without an active exception") while the interpreter tore down torch's C++ state, the main thread
-    already past its last Python frame (faulthandler: "<no Python frame>"). That crash is in torch's teardown, not
-    in the code under test; everything the test checks is written before this exit.
+    results and left the process group (barrier, ``destroy_process_group``) died with SIGABRT ("terminate called
+    without an active exception") during ``Py_FinalizeEx``. The core dump: a ``ProcessGroupGloo::runLoop`` worker
+    thread was still freeing the finished barrier's work item, whose prior all-reduce works hold tensors with Python
+    objects; the decref took the GIL while the interpreter was finalizing, so Python ended the thread with
+    ``pthread_exit``, whose unwind through a C++ destructor calls ``std::terminate``. A race inside torch's gloo
+    teardown (the work is freed after the waiting thread has been released), not in the code under test; all the
+    test checks is written before this exit.
     """
     with open(os.path.join(out_dir, f"fault{rank}.txt"), "w") as fault_file:
         faulthandler.enable(file=fault_file, all_threads=True)
