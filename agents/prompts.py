@@ -5,12 +5,12 @@ Every family follows the structure of verl-agent's prompts, written in our own w
 
 * **without history** (the first step, ``history_length = 0``, or a history prompt longer than
   ``max_history_chars``): who the agent is, the task (only when the observation does not already state it),
-  the current observation, the admissible actions (unless the agent's ``list_actions`` is off), the task again
-  (only with the agent's ``task_reminder``), the closing instruction;
+  the current observation, the admissible actions (unless the agent's ``list_actions`` is off), the closing
+  instruction;
 * **with history**: who the agent is, the task, how many steps were taken (with the ReAct agent's
   ``action_memory``, also the env actions of older steps, one line), the last k steps as
   ``[Observation k: '...', Action k: '...']`` lines, the current step number, the current observation, the
-  admissible actions, the task again (with ``task_reminder``), the closing instruction.
+  admissible actions, the closing instruction.
 
 The closing instruction asks for reasoning inside ``<think> </think>`` and then one admissible action inside
 ``<action> </action>``; in no-think mode (small models) it asks for the ``<action>`` block only.
@@ -42,7 +42,6 @@ NO_HISTORY_TEMPLATE = (
     "Your current observation is: {current_observation}\n"
     "{actions_section}"
     "\n"
-    "{reminder_section}"
     "{closing}"
 )
 
@@ -56,7 +55,6 @@ HISTORY_TEMPLATE = (
     "You are now at step {current_step}. Your current observation is: {current_observation}\n"
     "{actions_section}"
     "\n"
-    "{reminder_section}"
     "{closing}"
 )
 
@@ -142,8 +140,7 @@ class PromptFamily:
         return CLOSING_THINK.format(goal_hint=self.goal_hint) if think else CLOSING_NO_THINK
 
     def render_without_history(
-        self, *, task: str, current_observation: str, actions_section: str, context: str, think: bool,
-        task_reminder: bool = False,
+        self, *, task: str, current_observation: str, actions_section: str, context: str, think: bool
     ) -> str:
         # The first observation of ALFWorld-like envs already states the task; saying it twice wastes tokens.
         show_task = bool(task) and task not in current_observation
@@ -153,7 +150,6 @@ class PromptFamily:
             context_section=_context_section(context),
             current_observation=current_observation,
             actions_section=_section(actions_section),
-            reminder_section=_reminder_section(task, task_reminder),
             closing=self.closing(think),
         )
 
@@ -169,7 +165,6 @@ class PromptFamily:
         think: bool,
         earlier_actions: Sequence[str] = (),
         first_earlier_step: int = 1,
-        task_reminder: bool = False,
     ) -> str:
         return HISTORY_TEMPLATE.format(
             intro=self.intro,
@@ -182,7 +177,6 @@ class PromptFamily:
             current_step=step_count + 1,
             current_observation=current_observation,
             actions_section=_section(actions_section),
-            reminder_section=_reminder_section(task, task_reminder),
             closing=self.closing(think),
         )
 
@@ -302,11 +296,6 @@ PROMPT_FAMILIES: dict[str, PromptFamily] = {
 def _section(text: str) -> str:
     """A paragraph of the prompt ending its line, or nothing when there is no text (no stray empty line)."""
     return f"{text}\n" if text else ""
-
-
-def _reminder_section(task: str, on: bool) -> str:
-    """The task again, just before the closing instruction (the agent's ``task_reminder``)."""
-    return f"Your task is to: {task}\n" if on and task else ""
 
 
 def _context_section(context: str) -> str:

@@ -124,10 +124,6 @@ class ReActAgent:
         list_actions: show the admissible actions in the prompt (the reference prompt does). A policy that scores
             the admissible actions (``mode: score``) sees each of them as a candidate reply anyway; without the
             list its ALFWorld prompts are about 45% shorter, so it trains and acts about twice as fast.
-        task_reminder: state the task again just before the closing instruction ("Your task is to: ..."), besides
-            its line at the top. Off in the reference prompt. In a history prompt the top line is a few hundred
-            tokens before the reply; a small policy trained from scratch reads the task's object from the line next
-            to its reply more easily.
     """
 
     FAMILIES: tuple[str, ...] = ("alfworld", "webshop", "textworld", "crafting", "generic")
@@ -141,7 +137,6 @@ class ReActAgent:
         action_projection_tail: int | None = None,
         action_memory: int = 0,
         list_actions: bool = True,
-        task_reminder: bool = False,
     ):
         if isinstance(env_family, PromptFamily):
             self.family = env_family
@@ -167,7 +162,6 @@ class ReActAgent:
         self.action_projection_tail = tail
         self.action_memory = action_memory
         self.list_actions = bool(list_actions)
-        self.task_reminder = bool(task_reminder)
         self._episodes: list[_Episode] = []
 
     @classmethod
@@ -236,7 +230,6 @@ class ReActAgent:
                 think=self.think,
                 earlier_actions=earlier,
                 first_earlier_step=first_number - len(earlier),
-                task_reminder=self.task_reminder,
             )
             if len(text) <= self.max_history_chars:
                 return text
@@ -245,8 +238,7 @@ class ReActAgent:
         if family.repeat_initial_observation and episode.steps and episode.initial_observation:
             context = family.format_observation(episode.initial_observation, task)
         return family.render_without_history(
-            task=task, current_observation=current, actions_section=actions_section, context=context, think=self.think,
-            task_reminder=self.task_reminder,
+            task=task, current_observation=current, actions_section=actions_section, context=context, think=self.think
         )
 
     # ------------------------------------------------------------------ replies

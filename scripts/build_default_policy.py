@@ -97,17 +97,17 @@ def agent_settings(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The ReAct agent settings of this build: those the cache's demonstrations were rendered with
     (``demos/agent.json``; a cache from before that file used :data:`AGENT`), else those the arguments ask for.
     Training, DAgger, evaluation and the packaged ``agentrl.json`` must all prompt as collection did."""
-    asked = {**AGENT, "list_actions": args.list_actions, "task_reminder": args.task_reminder}
+    asked = {**AGENT, "list_actions": args.list_actions}
     path = work / "demos" / "agent.json"
     if path.is_file():
-        cached = {"task_reminder": False, **json.loads(path.read_text())}  # a cache from before the option
+        cached = json.loads(path.read_text())
     elif (work / "demos").is_dir():
-        cached = {**AGENT, "list_actions": True, "task_reminder": False}
+        cached = {**AGENT, "list_actions": True}
     else:
         return asked
     if cached != asked:
         raise SystemExit(f"{work} was collected with agent settings {cached}, not {asked}: pass the same "
-                         f"--list-actions and --task-reminder, or another --work")
+                         f"--list-actions or another --work")
     return cached
 
 
@@ -1172,7 +1172,7 @@ def build_command(args: argparse.Namespace) -> str:
     their defaults."""
     defaults = parse_args([])
     shaping = ("seed", "alfworld_games", "alfworld_skip_games", "alfworld_labels", "any_instance", "init_from",
-               "list_actions", "task_reminder", "vocab", "hidden", "intermediate", "layers", "epochs", "sft_mode", "max_candidates",
+               "list_actions", "vocab", "hidden", "intermediate", "layers", "epochs", "sft_mode", "max_candidates",
                "hard_negatives", "lr", "dagger_rounds", "skip_kinds", "prompt_loss_weight", "object_swaps")
     words = ["python scripts/build_default_policy.py"]
     for name in shaping:
@@ -1365,8 +1365,6 @@ def model_card(build: dict, rows: dict[str, dict], before: dict[str, dict] | Non
         f"{episodes_each} {episodes_text} 5% of the games are held out for the validation loss.")
     listing = ("" if build["agent"].get("list_actions", True) else
                " no list of the admissible actions in the prompt (`agent.list_actions: false`),")
-    if build["agent"].get("task_reminder"):
-        listing += " the task stated again just before the closing instruction (`agent.task_reminder: true`),"
     drive_text = _paragraph(
         "Drive it as it was trained: ReAct prompts with no `<think>` block (`agent.think: false`), history "
         f"{build['agent']['history_length']} with the actions of up to {build['agent'].get('action_memory', 0)} older "
@@ -1526,9 +1524,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="prompts with the list of admissible actions (agent.list_actions: true, the reference "
                              "prompt); by default they have none: the policy scores each action anyway, and "
                              "ALFWorld prompts are ~45%% shorter")
-    parser.add_argument("--task-reminder", action="store_true",
-                        help="prompts state the task again just before the closing instruction "
-                             "(agent.task_reminder: true)")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads for training")
     parser.add_argument("--dagger-rounds", type=int, default=0,
                         help="DAgger rounds after SFT (default 0: one round did not improve closed-loop success; "

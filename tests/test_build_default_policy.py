@@ -85,20 +85,14 @@ def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_wi
 
     assert build.AGENT["action_memory"] > 0
     short, listed = build.parse_args([]), build.parse_args(["--list-actions"])
-    assert build.agent_settings(short, tmp_path / "new") == {**build.AGENT, "list_actions": False,
-                                                              "task_reminder": False}
-    reminded = build.parse_args(["--task-reminder"])
-    assert build.agent_settings(reminded, tmp_path / "new")["task_reminder"] is True
+    assert build.agent_settings(short, tmp_path / "new") == {**build.AGENT, "list_actions": False}
     legacy = tmp_path / "legacy"  # a cache collected before demos/agent.json: the reference prompt's list
     (legacy / "demos").mkdir(parents=True)
-    assert build.agent_settings(listed, legacy) == {**build.AGENT, "list_actions": True, "task_reminder": False}
+    assert build.agent_settings(listed, legacy) == {**build.AGENT, "list_actions": True}
     with pytest.raises(SystemExit, match="--list-actions"):
         build.agent_settings(short, legacy)
-    # A cache from before --task-reminder: its prompts have no reminder.
     (legacy / "demos" / "agent.json").write_text(json.dumps({**build.AGENT, "list_actions": False}))
     assert build.agent_settings(short, legacy)["list_actions"] is False
-    with pytest.raises(SystemExit, match="--task-reminder"):
-        build.agent_settings(reminded, legacy)
 
     env = envs.make("crafting", expert=True)
     for listed in (True, False):

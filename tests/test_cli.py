@@ -120,13 +120,11 @@ def test_eval_model_is_driven_as_its_agentrl_json_recommends_unless_told_otherwi
 
     model = shutil.copytree(tiny_model_dir(), tmp_path / "model")
     (model / "agentrl.json").write_text(json.dumps(
-        {"agent": {"think": False, "mode": "score", "history_length": 1, "action_memory": 4, "list_actions": False,
-                   "task_reminder": True}}))
+        {"agent": {"think": False, "mode": "score", "history_length": 1, "action_memory": 4, "list_actions": False}}))
     args = ("eval", "--env", "crafting", "--model", str(model), "--episodes", "1", "-e", "max_steps=2")
     result = run(agentrl_cli, *args)
     assert result.returncode == 0, result.stderr
-    assert ("agent: mode score, think off, history_length 1, action_memory 4, list_actions off, task_reminder on"
-            in result.stderr)
+    assert "agent: mode score, think off, history_length 1, action_memory 4, list_actions off" in result.stderr
     result = run(agentrl_cli, *args, "--mode", "generate", "--think")
     assert result.returncode == 0, result.stderr
     assert "agent: mode generate, think on, history_length 1" in result.stderr

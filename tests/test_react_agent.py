@@ -164,24 +164,6 @@ def test_list_actions_off_drops_only_the_action_list_and_keeps_the_candidates(cr
         obs, _, _, _, info = crafting.step(info["expert_action"])
 
 
-def test_task_reminder_states_the_task_again_just_before_the_closing_instruction(crafting):
-    obs, info = start(crafting)
-    plain, reminded = ReActAgent("crafting", think=False), ReActAgent("crafting", think=False, task_reminder=True)
-    for agent in (plain, reminded):
-        agent.reset(1)
-    line = f"Your task is to: {info['instruction']}\n"
-    for step in range(4):  # the no-history prompt first, then history prompts
-        before, after = plain.prompt(0, obs, info), reminded.prompt(0, obs, info)
-        closing = before.index("Now choose your next action.")
-        assert after == before[:closing] + line + before[closing:]  # only the one line, and in that place
-        assert after.endswith(f"\n\n{line}Now choose your next action. Reply with exactly one admissible action "
-                              "inside <action> </action> tags, and nothing else.")
-        for agent in (plain, reminded):
-            agent.record(0, obs, info["expert_action"])
-        obs, _, _, _, info = crafting.step(info["expert_action"])
-    assert ReActAgent("crafting").task_reminder is False  # the reference prompt has no reminder
-
-
 def test_history_length_zero_never_shows_history(crafting):
     obs, info = start(crafting)
     agent = ReActAgent("crafting", history_length=0)

@@ -99,11 +99,9 @@ def test_eval_before_train_logs_the_starting_policy_as_iteration_zero_once(tmp_p
 
 
 def test_the_trainers_agent_prompts_as_configured(tmp_path):
-    trainer = Trainer(small_config("grpo", "score", 1, **{"agent.list_actions": False, "agent.action_memory": 3,
-                                                         "agent.task_reminder": True}),
+    trainer = Trainer(small_config("grpo", "score", 1, **{"agent.list_actions": False, "agent.action_memory": 3}),
                       run_dir=tmp_path / "run")
-    assert (trainer.agent.list_actions, trainer.agent.action_memory, trainer.agent.think,
-            trainer.agent.task_reminder) == (False, 3, False, True)
+    assert (trainer.agent.list_actions, trainer.agent.action_memory, trainer.agent.think) == (False, 3, False)
 
 
 def test_missing_model_and_bad_algo_options(tmp_path):

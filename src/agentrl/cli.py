@@ -209,11 +209,9 @@ def eval_command(
         # The models.md threading trap: torch's default of one thread per core ran evaluations several times slower
         # as soon as another job shared the 2 cores. The process ends after this command, so nothing is restored.
         configure_cpu_threads(threads or default_cpu_threads())
-        on_off = {True: "on", False: "off"}
-        err_console.print(f"agent: mode {settings.mode}, think {on_off[settings.think]}, history_length "
+        err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
                           f"{settings.history_length}, action_memory {settings.action_memory}, list_actions "
-                          f"{on_off[settings.list_actions]}, task_reminder {on_off[settings.task_reminder]}; "
-                          f"torch threads {torch.get_num_threads()}",
+                          f"{'on' if settings.list_actions else 'off'}; torch threads {torch.get_num_threads()}",
                           markup=False, highlight=False)
         with Progress(*columns, console=err_console) as progress:
             bar = progress.add_task(f"{env} {model}", total=None, success=0.0)

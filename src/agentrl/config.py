@@ -43,7 +43,6 @@ class AgentSection:
     history_length: int = 2  #: past (observation, action) steps in the prompt (§1.5)
     action_memory: int = 0  #: env actions of up to this many older steps, one line in the prompt (0: the reference)
     list_actions: bool = True  #: list the admissible actions in the prompt (the reference); a scoring policy need not
-    task_reminder: bool = False  #: state the task again just before the closing instruction (off in the reference)
     think: bool = True  #: ask for <think>…</think> before <action>; off for tiny models
     mode: Literal["generate", "score"] = "generate"  #: free generation, or softmax over admissible actions' likelihoods
 

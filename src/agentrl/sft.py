@@ -333,7 +333,7 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
     policy = HFPolicy(folder, device="cpu")
     agent = ReActAgent(env_family=ReActAgent.family_for_env(env_name), think=settings.think,
                        history_length=settings.history_length, action_memory=settings.action_memory,
-                       list_actions=settings.list_actions, task_reminder=settings.task_reminder)
+                       list_actions=settings.list_actions)
     start = time.perf_counter()
     demos = collect_demonstrations(env_name, policy, agent, tasks=tasks, env_args=env_args,
                                    max_prompt_tokens=max_prompt_tokens)

@@ -95,7 +95,7 @@ def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) 
 def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
                    env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
                    think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
-                   task_reminder: bool = False, workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
+                   workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
                    cache_dir: str | Path = "runs/models",
                    attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
     """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
@@ -105,8 +105,8 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
     start = time.perf_counter()
     split, batch = play_model(env, model, split=split, episodes=episodes, env_args=env_args, temperature=temperature,
                               mode=mode, think=think, history_length=history_length, action_memory=action_memory,
-                              list_actions=list_actions, task_reminder=task_reminder, workers=workers, seed=seed,
-                              generation=generation, cache_dir=cache_dir, attempts=attempts, on_step=on_step)
+                              list_actions=list_actions, workers=workers, seed=seed, generation=generation,
+                              cache_dir=cache_dir, attempts=attempts, on_step=on_step)
     report = report_from_rollouts(batch, env, split, f"model:{model}")
     report.wall_time_s = time.perf_counter() - start
     return report
@@ -115,7 +115,7 @@ def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: 
 def play_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
                env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
                think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
-               task_reminder: bool = False, workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
+               workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
                cache_dir: str | Path = "runs/models", attempts: int = 1,
                on_step: Callable[[int, int, int], None] | None = None) -> tuple[str, RolloutBatch]:
     """The episodes behind :func:`evaluate_model` (same arguments), kept whole: the split played and the rollouts,
@@ -127,7 +127,7 @@ def play_model(env: str, model: str, *, split: str | None = None, episodes: int 
     task_ids = task_ids[:episodes] if episodes is not None else task_ids
     policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
     agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think,
-                       action_memory=action_memory, list_actions=list_actions, task_reminder=task_reminder)
+                       action_memory=action_memory, list_actions=list_actions)
     config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
     with EnvPool(env, env_args, workers=workers) as pool:
         batch = collect_rollouts(pool, agent, policy, task_ids, attempts, config, mode=mode, seed=seed,
@@ -206,8 +206,7 @@ class Trainer:
             self.train_tasks = self.train_tasks[: cfg.env.train_tasks]
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
                                 history_length=cfg.agent.history_length, think=cfg.agent.think,
-                                action_memory=cfg.agent.action_memory, list_actions=cfg.agent.list_actions,
-                                task_reminder=cfg.agent.task_reminder)
+                                action_memory=cfg.agent.action_memory, list_actions=cfg.agent.list_actions)
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
         # (re)written, so a bad name given for an existing run directory leaves that run as it was.
         self.run_dir.mkdir(parents=True, exist_ok=True)
