@@ -16,6 +16,7 @@ previous run's numbers beside this one's)::
 
     python bench/alfworld_choices.py --model agentrl-tiny [--split eval_out_of_distribution] [--games N]
     python bench/alfworld_choices.py --closed-loop [--temperature 0]    # + why the policy's own episodes fail
+    python bench/alfworld_choices.py --model runs/X/sft --agent runs/X/demos/agent.json   # a build's model
 
 ``--closed-loop`` also lets the policy play every game itself, as the build's eval stage does (the same rollout
 code, one episode per game, greedy by default), and sorts each failed episode by the first thing that went wrong:
@@ -39,18 +40,26 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results" / "alfworld-choices.json"
 
 
-def expert_state_choices(model: str, split: str, games: int | None = None) -> dict:
+def agent_settings_for(model: str, settings_file: Path | None = None) -> dict:
+    """The agent settings ``model`` is driven with: ``settings_file`` (a build's ``demos/agent.json``) when given,
+    else its ``agentrl.json``, else those of ``agentrl-tiny`` (a build's unpackaged model folder has none)."""
+    from agentrl.models import recommended_agent_settings
+
+    if settings_file is not None:
+        return json.loads(settings_file.read_text())
+    return recommended_agent_settings(model) or recommended_agent_settings("agentrl-tiny")
+
+
+def expert_state_choices(model: str, split: str, games: int | None = None, settings_file: Path | None = None) -> dict:
     """Right choices per command word of the planner's action over the planner's states of ``split``."""
     import agentrl.envs as envs
     from agentrl.agents.react import ReActAgent
-    from agentrl.models import recommended_agent_settings, resolve_model
+    from agentrl.models import resolve_model
     from agentrl.policy import HFPolicy, configure_cpu_threads
 
     configure_cpu_threads(1)
     policy = HFPolicy(resolve_model(model, Path("runs/models")), device="cpu")
-    # A build's unpackaged model folder has no agentrl.json: it is driven as the embedded policy is.
-    recommended = recommended_agent_settings(model) or recommended_agent_settings("agentrl-tiny")
-    settings = {k: v for k, v in recommended.items() if k != "mode"}
+    settings = {k: v for k, v in agent_settings_for(model, settings_file).items() if k != "mode"}
     agent = ReActAgent(env_family="alfworld", **settings)
     env = envs.make("alfworld", expert=True)
     task_ids = list(env.unwrapped.task_ids(split))[:games]
@@ -101,15 +110,15 @@ def first_failure(task_id: str, steps: list[tuple[str, str, str]]) -> str:
     return FAILURES[3] if right[0] else FAILURES[2]
 
 
-def closed_loop_failures(model: str, split: str, games: int | None = None, temperature: float = 0.0) -> dict:
+def closed_loop_failures(model: str, split: str, games: int | None = None, temperature: float = 0.0,
+                         settings_file: Path | None = None) -> dict:
     """The policy plays one episode of each game (the build's eval stage's rollout code); failed episodes by
     :func:`first_failure`, overall and per task type, and how many end in a loop."""
-    from agentrl.models import recommended_agent_settings
     from agentrl.policy import configure_cpu_threads
     from agentrl.trainer import play_model
 
     configure_cpu_threads(1)
-    settings = recommended_agent_settings(model) or recommended_agent_settings("agentrl-tiny")
+    settings = {**agent_settings_for(model, settings_file), "mode": "score"}
     _, batch = play_model("alfworld", model, split=split, episodes=games, temperature=temperature, **settings)
     overall, by_type, loops = Counter(), {}, 0
     for rollout in batch.trajectories:
@@ -133,12 +142,16 @@ def main() -> None:
     parser.add_argument("--closed-loop", action="store_true",
                         help="also play the policy itself and sort its failed episodes (closed_loop_failures)")
     parser.add_argument("--temperature", type=float, default=0.0, help="of --closed-loop (0: greedy)")
+    parser.add_argument("--agent", type=Path, default=None,
+                        help="a JSON of agent settings (a build's demos/agent.json) for a model folder without "
+                             "agentrl.json; default: the model's own, else agentrl-tiny's")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     start = time.perf_counter()
-    result = expert_state_choices(args.model, args.split, args.games)
+    result = expert_state_choices(args.model, args.split, args.games, args.agent)
     if args.closed_loop:
-        result["closed_loop"] = closed_loop_failures(args.model, args.split, args.games, args.temperature)
+        result["closed_loop"] = closed_loop_failures(args.model, args.split, args.games, args.temperature,
+                                                     args.agent)
     result.update(model=args.model, split=args.split, seconds=round(time.perf_counter() - start, 1),
                   machine=f"{platform.machine()}, {os.cpu_count()} CPU cores",
                   date=time.strftime("%Y-%m-%d %H:%M"))
