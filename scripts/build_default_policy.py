@@ -1469,7 +1469,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--intermediate", type=int, default=768)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=4,
+                        help="transformer layers. Measured 2026-12-06: 6 layers (6.2M parameters, 76 min an epoch on "
+                             "one thread) on the shipped demonstrations, seeds 0 and 1: validation loss 2.13 and 2.29 "
+                             "(4 layers: 1.97-2.10), 5 and 6 of 134 valid_unseen greedy (4 layers: 11-17)")
     parser.add_argument("--epochs", type=int, default=1,
                         help="SFT epochs; 0 with --init-from: that model unchanged, for DAgger on it")
     parser.add_argument("--init-from", type=Path, default=None,
