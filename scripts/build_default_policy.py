@@ -1505,10 +1505,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "12/134 at T=0.4 (6 and 12); on those data the policy fails at searching, not at "
                              "reading the task. On the default search + detour data (the same 18,854 rows as the "
                              "shipped policy): validation loss 1.93 (1.97), 13/134 greedy and 18/134 at T=0.4 (17 "
-                             "and 21): not the default. Measured 2026-12-06 on the same data, seed 0: at 0.3, validation loss "
-                             "1.77, take (object) 34%%, 19/134 greedy (Look 14 of 18, Pick 1 of 24); at 1.0, 1.67, "
-                             "40%% and 12/134. At 0.3 with seed 1: 2.00 and 9/134. The "
-                             "validation loss falls with the weight; the closed-loop wins do not follow (19 and 9 at "
+                             "and 21). Measured 2026-12-06 on the same data, seed 0: at 0.3, validation loss 1.77, "
+                             "take (object) 34%%, 19/134 greedy (Look 14 of 18, Pick 1 of 24); at 1.0, 1.67, 40%% and "
+                             "12/134. At 0.3 with seed 1: 2.00 and 9/134. The validation loss falls with the weight; "
+                             "the closed-loop wins do not follow (19 and 9 at "
                              "0.3 over two seeds, against the shipped recipe's 11-17 over three), and the take share "
                              "at 0.3 is the shipped policy's (32%%): not the default")
     parser.add_argument("--object-swaps", type=int, default=0,
