@@ -1,4 +1,4 @@
-"""Prompt families of the ReAct agent: one per kind of environment (algorithms.md §1.5, environments.md §6).
+"""Prompt families of the ReAct agent: one per kind of environment (docs/spec/algorithms.md §1.5, docs/spec/environments.md §6).
 
 Every family follows the structure of verl-agent's prompts, written in our own words. There is one user message
 (no system prompt) in one of two shapes:
@@ -17,7 +17,7 @@ The closing instruction asks for reasoning inside ``<think> </think>`` and then 
 
 Families differ in their introduction, a hint in the closing instruction, how the observation and the action
 list are shown (WebShop quotes the page parts after the instruction and lists ``search[...]`` / ``click[...]``
-actions), and the tail length of the env-action projection (§1.3). Add your own by subclassing
+actions), and the tail length of the env-action projection (docs/spec/algorithms.md §1.3). Add your own by subclassing
 :class:`PromptFamily` and passing an instance to :class:`~agentrl.agents.react.ReActAgent`.
 """
 
@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: The two reply-format tags (algorithms.md §1.5).
+#: The two reply-format tags (docs/spec/algorithms.md §1.5).
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
 
-#: Marker that precedes the task in ALFWorld, TextWorld and crafting observations (algorithms.md §1.5).
+#: Marker that precedes the task in ALFWorld, TextWorld and crafting observations (docs/spec/algorithms.md §1.5).
 TASK_MARKER = "Your task is to:"
 
 NO_HISTORY_TEMPLATE = (
@@ -82,7 +82,7 @@ def _earlier_actions_section(actions: Sequence[str], first_step: int) -> str:
 
 
 def history_line(step_number: int, observation: str, action: str) -> str:
-    """One remembered step, in the reference memory format (algorithms.md §1.5)."""
+    """One remembered step, in the reference memory format (docs/spec/algorithms.md §1.5)."""
     return f"[Observation {step_number}: '{observation}', Action {step_number}: '{action}']"
 
 
@@ -95,7 +95,7 @@ class PromptFamily:
         intro: first paragraph: who the agent is and what the world is.
         goal_hint: inserted into the think-mode closing instruction after "the current situation".
         projection_tail: characters of the reply's end sent to the env when the ``<action>`` block is missing
-            (algorithms.md §1.3: 30 for ALFWorld, 20 for WebShop).
+            (docs/spec/algorithms.md §1.3: 30 for ALFWorld, 20 for WebShop).
         repeat_initial_observation: show the episode's first observation in every later prompt. For envs whose
             first observation holds facts never repeated later (the crafting recipes).
     """
@@ -183,7 +183,7 @@ class PromptFamily:
 
 @dataclass(frozen=True)
 class WebShopFamily(PromptFamily):
-    """WebShop pages and actions (environments.md §6).
+    """WebShop pages and actions (docs/spec/environments.md §6).
 
     The observation shows the page parts after the instruction, each single-quoted and joined by ``" [SEP] "``;
     the actions are ``search[<your query>]`` when the page has a search bar plus ``click[<x>]`` for every

@@ -1,11 +1,11 @@
-"""The ReAct agent: prompts from observations, env actions from model replies (algorithms.md §1.3, §1.5).
+"""The ReAct agent: prompts from observations, env actions from model replies (docs/spec/algorithms.md §1.3, §1.5).
 
 Pure text in, text out: the agent imports no model, tokenizer, trainer or environment. The policy renders
 :meth:`ReActAgent.messages` with ``tokenizer.apply_chat_template(messages, add_generation_prompt=True)``,
 generates a reply, and the rollout loop sends ``agent.parse(reply).action`` to the env, then calls
 :meth:`ReActAgent.record` with the observation the reply answered and that env action.
 
-**Reply format and validity** (§1.3, implemented by :func:`parse_reply`). The model answers
+**Reply format and validity** (docs/spec/algorithms.md §1.3, implemented by :func:`parse_reply`). The model answers
 ``<think>…</think><action>…</action>``. A reply is *valid* iff
 
 (a) the lower-cased reply has an ``<action>`` followed later by ``</action>``;
@@ -14,7 +14,7 @@ generates a reply, and the rollout loop sends ``agent.parse(reply).action`` to t
 
 Validity is a format check only; it is never checked against the admissible actions.
 
-**Env action** (§1.3). The lower-cased, stripped text between the first ``<action>`` and the first
+**Env action** (docs/spec/algorithms.md §1.3). The lower-cased, stripped text between the first ``<action>`` and the first
 ``</action>`` after it. Without such a block, the last ``tail`` characters of the lower-cased reply (30 for
 ALFWorld, TextWorld, crafting and generic envs; 20 for WebShop), stripped. In both cases the four format tags
 (``<think>``, ``</think>``, ``<action>``, ``</action>``) are replaced by a space before stripping, so an env
@@ -65,15 +65,15 @@ _FAMILY_OF_ENV_NAME = {
 
 @dataclass(frozen=True)
 class ParsedReply:
-    """What a model reply means to the env (algorithms.md §1.3)."""
+    """What a model reply means to the env (docs/spec/algorithms.md §1.3)."""
 
     action: str  # the env action to send: always a str, without format tags
-    valid: bool  # the §1.3 format rule (see the module docstring)
+    valid: bool  # the docs/spec/algorithms.md §1.3 format rule (see the module docstring)
     think: str  # stripped text inside the first <think>…</think> ("" if none)
 
 
 def parse_reply(reply: Any, *, require_think: bool = True, tail: int = 30) -> ParsedReply:
-    """Validity and env-action projection of one reply (algorithms.md §1.3); never raises.
+    """Validity and env-action projection of one reply (docs/spec/algorithms.md §1.3); never raises.
 
     Args:
         reply: the model's text. Anything else is read as text (``None`` as ``""``, bytes as UTF-8).
@@ -104,13 +104,13 @@ class _Episode:
 
 
 class ReActAgent:
-    """Prompts and reply parsing for a language-model policy (algorithms.md §1.3, §1.5).
+    """Prompts and reply parsing for a language-model policy (docs/spec/algorithms.md §1.3, §1.5).
 
     Args:
         env_family: ``"alfworld"``, ``"webshop"``, ``"textworld"``, ``"crafting"`` or ``"generic"`` (user envs),
             or a :class:`~agentrl.agents.prompts.PromptFamily` of your own. :meth:`family_for_env` maps an env
             name to its family.
-        history_length: k, the number of past steps shown in the prompt (2 in the reference setup, §1.6).
+        history_length: k, the number of past steps shown in the prompt (2 in the reference setup, docs/spec/algorithms.md §1.6).
         think: ask for ``<think>`` reasoning before the action (rule (b) of validity applies); False for small
             models, which then answer with the ``<action>`` block only.
         max_history_chars: a history prompt longer than this falls back to the no-history template (13,000, as
@@ -182,7 +182,7 @@ class ReActAgent:
 
     def record(self, index: int, observation: str, action: str) -> None:
         """Remember one step of episode ``index``: the observation the reply answered (the one given to
-        :meth:`messages`) and the env action actually sent (``parse(reply).action``), as in §1.5."""
+        :meth:`messages`) and the env action actually sent (``parse(reply).action``), as in docs/spec/algorithms.md §1.5."""
         episode = self._episode(index)
         if episode.initial_observation is None:
             episode.initial_observation = observation
@@ -194,7 +194,7 @@ class ReActAgent:
 
     # ------------------------------------------------------------------ prompts
     def messages(self, index: int, observation: str, info: Mapping[str, Any]) -> list[dict[str, str]]:
-        """The chat for episode ``index`` at its current step: a single user message (§1.5, no system prompt)."""
+        """The chat for episode ``index`` at its current step: a single user message (docs/spec/algorithms.md §1.5, no system prompt)."""
         return [{"role": "user", "content": self.prompt(index, observation, info)}]
 
     def prompt(self, index: int, observation: str, info: Mapping[str, Any]) -> str:
@@ -243,7 +243,7 @@ class ReActAgent:
 
     # ------------------------------------------------------------------ replies
     def parse(self, reply: str) -> ParsedReply:
-        """Validity and env action of a reply (§1.3, see the module docstring); never raises."""
+        """Validity and env action of a reply (docs/spec/algorithms.md §1.3, see the module docstring); never raises."""
         return parse_reply(reply, require_think=self.think, tail=self.action_projection_tail)
 
     def candidate_actions(self, info: Mapping[str, Any]) -> list[str]:

@@ -114,12 +114,14 @@ def closed_loop_failures(model: str, split: str, games: int | None = None, tempe
                          settings_file: Path | None = None) -> dict:
     """The policy plays one episode of each game (the build's eval stage's rollout code); failed episodes by
     :func:`first_failure`, overall and per task type, and how many end in a loop."""
-    from agentrl.policy import configure_cpu_threads
-    from agentrl.trainer import play_model
+    from agentrl.config import AgentSection, GenerationConfig, from_dict
+    from agentrl.evaluation import play_model
+    from agentrl.hardware import configure_cpu_threads
 
     configure_cpu_threads(1)
-    settings = {**agent_settings_for(model, settings_file), "mode": "score"}
-    _, batch = play_model("alfworld", model, split=split, episodes=games, temperature=temperature, **settings)
+    settings = from_dict(AgentSection, {**agent_settings_for(model, settings_file), "mode": "score"}, "agent")
+    _, batch = play_model("alfworld", model, settings, split=split, episodes=games,
+                          generation=GenerationConfig(temperature=temperature))
     overall, by_type, loops = Counter(), {}, 0
     for rollout in batch.trajectories:
         steps = rollout.trajectory.steps

@@ -158,7 +158,7 @@ def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tupl
 
     from agentrl.models import recommended_agent_settings
     from agentrl.sft import sft_from_expert
-    from agentrl.trainer import evaluate_model
+    from agentrl.evaluation import evaluate_model
 
     def digest(data: dict[str, Any]) -> str:
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]

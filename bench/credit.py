@@ -1,11 +1,11 @@
 """Speed of the credit-assignment algorithms on a realistic ALFWorld batch (issue 3).
 
-The batch has the shape of one verl-agent iteration (docs/algorithms.md §1.1): 16 groups × 8 rollouts of up
+The batch has the shape of one verl-agent iteration (docs/spec/algorithms.md §1.1): 16 groups × 8 rollouts of up
 to 50 steps. Each group is one real ALFWorld game (the eval split in ../shared/data/alfworld), played by
 the real TextWorld engine. A rollout mixes three kinds of step, with a per-group and per-rollout skill:
 the game's walkthrough command (re-navigating after detours), a random admissible
 command, a repeat of a recent command (agents loop), and a format-invalid response (the env then gets
-garbage text and answers "Nothing happens.", §1.3). Success is the engine's ``won`` flag, reward 10 on
+garbage text and answers "Nothing happens.", docs/spec/algorithms.md §1.3). Success is the engine's ``won`` flag, reward 10 on
 the winning step. Generated once and cached under /tmp (a few minutes); data never enters the repository.
 
     python bench/credit.py                       # prints a table, writes bench/results/credit.json
@@ -13,7 +13,7 @@ the winning step. Generated once and cached under /tmp (a few minutes); data nev
 
 Targets on the 2-core dev CPU: GRPO and GiGPO < 50 ms, SCPO lexical < 200 ms, SCPO MiniLM < 2 s with
 encoding (model loading is timed separately: it happens once per process). Runs with GOMP_SPINCOUNT=0
-unless set (docs/models.md, CPU threading trap).
+unless set (CPU threading trap: src/agentrl/hardware.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# docs/models.md "CPU threading trap": spinning OpenMP threads slow torch down ~10x when another process
+# the CPU threading trap (src/agentrl/hardware.py): spinning OpenMP threads slow torch down ~10x when another process
 # holds a core (env workers beside the learner; other jobs on a shared dev box).
 os.environ.setdefault("GOMP_SPINCOUNT", "0")
 

@@ -1,5 +1,5 @@
 """Benchmark ALFWorld-v0 on the real games: load, first and repeated reset, step latency by room type, wrapper
-overhead, and steps/s with 1 and 2 worker processes (environments.md §3.7, §7).
+overhead, and steps/s with 1 and 2 worker processes (docs/spec/environments.md §3.7, §7).
 
 Per room type (kitchen, living room, bedroom, bathroom: AI2-THOR FloorPlan ranges), for ``games_per_room`` eval games:
 

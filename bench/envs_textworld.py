@@ -1,4 +1,4 @@
-"""Benchmark TextWorld-v0: tw-make generation time per game, reset and step latency (environments.md §4, §7).
+"""Benchmark TextWorld-v0: tw-make generation time per game, reset and step latency (docs/spec/environments.md §4, §7).
 
 For each generator at the env's default settings, generates ``games`` fresh games one at a time into a temporary
 cache (seconds per game), then plays each: first reset (loads the game), a second reset of the same game, the

@@ -46,7 +46,8 @@ from agentrl.agents.react import ReActAgent
 from agentrl.config import build_config
 from agentrl.models import save_tiny_model
 from agentrl.sft import sft_from_expert
-from agentrl.trainer import Trainer, evaluate_model
+from agentrl.evaluation import evaluate_model
+from agentrl.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 
@@ -172,7 +173,7 @@ def train_set_success(model: str | os.PathLike, overrides: dict, attempts: int =
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    torch.set_num_threads(1)  # models.md threading trap: 2 threads on 2 shared cores run several times slower
+    torch.set_num_threads(1)  # the CPU threading trap (src/agentrl/hardware.py): 2 threads on 2 shared cores run several times slower
     env_args = env_args_of(args)
     t0 = time.perf_counter()
     if args.model:  # start from a given policy (e.g. the embedded agentrl-tiny) instead of this script's warm start

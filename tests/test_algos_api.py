@@ -193,3 +193,47 @@ def test_the_docs_example_algorithm_runs():
         np.testing.assert_allclose(np.concatenate(result.advantages), [5, 5, -2.5, -2.5])
     finally:
         ALGORITHMS._items.pop("rloo", None)
+
+
+def _random_groups(seed: int = 0) -> list[Trajectory]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in range(3):
+        for t in range(4):
+            n = int(rng.integers(2, 6))
+            steps = [Step(obs=f"o{int(rng.integers(3))}", action=f"a{int(rng.integers(3))}", reward=0.0,
+                          done=i == n - 1, valid=bool(rng.random() > 0.2), next_obs=f"o{int(rng.integers(3))}")
+                     for i in range(n)]
+            won = bool(rng.random() > 0.5)
+            steps[-1].reward = 10.0 if won else 0.0
+            out.append(Trajectory(f"g{g}", f"g{g}/{t}", won, steps))
+    return out
+
+
+@pytest.mark.parametrize("name", ["grpo", "gigpo", "scpo"])
+def test_flat_functions_share_leading_arrays_config_objects_and_diagnostics(name):
+    """GRPO, GiGPO and SCPO's flat forms take (group, traj, step, reward, valid, ...) in that order, a whole config
+    object or keyword options (the same result), and return the registry's advantages and, asked, diagnostics."""
+    from agentrl.algos import to_flat
+    from agentrl.algos.gigpo import gigpo_advantages_flat
+    from agentrl.algos.grpo import GRPOConfig, grpo_advantages_flat
+    from agentrl.algos.scpo import scpo_advantages_flat
+
+    trajectories = _random_groups()
+    f = to_flat(trajectories)
+    lead = (f.group_index, f.traj_index, f.step_index, f.reward, f.valid)
+    options = {"grpo": {"invalid_penalty": 0.3}, "gigpo": {"gamma": 0.9}, "scpo": {"scorer": "lexical"}}[name]
+    config_cls = {"grpo": GRPOConfig, "gigpo": GiGPOConfig, "scpo": SCPOConfig}[name]
+    call = {"grpo": lambda **kw: grpo_advantages_flat(*lead, **kw),
+            "gigpo": lambda **kw: gigpo_advantages_flat(*lead, f.anchor, **kw),
+            "scpo": lambda **kw: scpo_advantages_flat(*lead, f.success, f.step_text, f.anchor, **kw)}[name]
+    by_keywords = call(**options)
+    by_config = call(config=config_cls.from_dict(options))
+    np.testing.assert_array_equal(by_keywords, by_config)
+    expected, registry_diagnostics = get_algorithm(name).compute_flat(f, options)
+    np.testing.assert_array_equal(by_keywords, expected)
+    advantages, diagnostics = call(return_diagnostics=True, **options)
+    np.testing.assert_array_equal(advantages, expected)
+    assert diagnostics and set(diagnostics) <= set(registry_diagnostics)
+    for key, value in diagnostics.items():
+        assert value == pytest.approx(registry_diagnostics[key], nan_ok=True), key

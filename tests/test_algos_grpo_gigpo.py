@@ -23,7 +23,7 @@ from agentrl.algos import (
     to_flat,
 )
 from agentrl.algos.common import batch_layout
-from agentrl.algos.gigpo import _gigpo
+from agentrl.algos.gigpo import gigpo_parts
 from agentrl.algos.types import BatchError
 
 EPS = 1e-6
@@ -90,7 +90,7 @@ def test_grpo_single_row_group_uses_zero_mean_unit_std():
 
 
 def test_all_equal_outcomes_with_invalid_penalty_blows_up_under_std():
-    # The code-form quirk kept on purpose (§2.1): equal outcomes, one invalid step, std mode → large |A|.
+    # The code-form quirk kept on purpose (docs/spec/algorithms.md §2.1): equal outcomes, one invalid step, std mode → large |A|.
     trajectories = [traj("g", 1, False, [0, 0], valid=[True, False]), traj("g", 2, False, [0, 0])]
     adv = np.concatenate(get_algorithm("grpo").compute(trajectories).advantages)
     # rows −0.1, 0, 0, 0: μ = −0.025, σ = 0.05 → A = −1.5 for the invalid row, 0.5 for the others
@@ -165,9 +165,9 @@ def test_gigpo_similarity_anchors_first_fit_by_hand():
     trajectories = [traj("g", 1, True, [0, 10], obs=obs1), traj("g", 2, False, [0, 0], obs=obs2)]
     b = to_flat(trajectories)
     layout = batch_layout(b.group_index, b.traj_index, b.step_index)
-    _, parts = _gigpo(layout, b.reward, b.valid, b.anchor, gamma=0.95, step_weight=1.0, mode="mean_norm",
-                      anchor_match="similarity", anchor_similarity_threshold=0.95, pool="steps",
-                      invalid_penalty=0.1, epsilon=EPS)
+    config = GiGPOConfig(gamma=0.95, step_weight=1.0, mode="mean_norm", anchor_match="similarity",
+                         anchor_similarity_threshold=0.95, pool="steps", invalid_penalty=0.1, epsilon=EPS)
+    _, parts = gigpo_parts(layout, b.reward, b.valid, b.anchor, config)
     groups = parts["anchor_group"]
     assert groups[0] == groups[2]
     assert groups[1] != groups[3]
@@ -182,7 +182,7 @@ def test_gigpo_paper_pooling_option():
 
 
 # ----------------------------------------------------------------------------------- reference pseudo-code
-# Transcribed from docs/algorithms.md §2.2 and §3.3 (dict based, one Python loop per row).
+# Transcribed from docs/spec/algorithms.md §2.2 and §3.3 (dict based, one Python loop per row).
 
 
 def ref_rows(trajs):
@@ -388,9 +388,9 @@ def test_gigpo_without_repeated_anchors_equals_grpo(trajectories, modes, pool):
 def test_singleton_anchor_groups_get_zero_step_advantage(trajectories, mode):
     b = to_flat(trajectories)
     layout = batch_layout(b.group_index, b.traj_index, b.step_index)
-    adv, parts = _gigpo(layout, b.reward, b.valid, b.anchor, gamma=0.95, step_weight=1.0, mode=mode,
-                        anchor_match="exact", anchor_similarity_threshold=0.95, pool="steps",
-                        invalid_penalty=0.1, epsilon=EPS)
+    config = GiGPOConfig(gamma=0.95, step_weight=1.0, mode=mode, anchor_match="exact",
+                         anchor_similarity_threshold=0.95, pool="steps", invalid_penalty=0.1, epsilon=EPS)
+    adv, parts = gigpo_parts(layout, b.reward, b.valid, b.anchor, config)
     singleton = parts["anchor_group_size"] == 1
     assert np.all(parts["step_advantage"][singleton] == 0.0)
     grpo = grpo_advantages_flat(b.group_index, b.traj_index, b.step_index, b.reward, b.valid,

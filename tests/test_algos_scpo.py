@@ -1,4 +1,4 @@
-"""SCPO: alignment by hand and by brute force, a hand-computed group, properties P1–P6 (algorithms.md §4.2)."""
+"""SCPO: alignment by hand and by brute force, a hand-computed group, properties P1–P6 (docs/spec/algorithms.md §4.2)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_zero_padding_changes_nothing():
 
 
 def doc_monotone_align(M):
-    """docs/algorithms.md §4.3, verbatim."""
+    """An independent oracle: docs/spec/algorithms.md §4.3 written out loop by loop."""
     T, L = M.shape
     D = np.zeros((T + 1, L + 1))
     for t in range(1, T + 1):

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from conftest import DEFAULT_POLICY_SCRIPT as SCRIPT
 
 from agentrl.models import resolve_model
 from agentrl.policy import HFPolicy
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build_default_policy.py"
-
-
-@pytest.fixture(scope="module")
-def build():
-    spec = importlib.util.spec_from_file_location("build_default_policy", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, tmp_path):
@@ -26,11 +14,11 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
     candidates = [f"<action>go to shelf {i}</action>" for i in range(30)]
     demos = [{"prompt": f"You see shelf {k}.", "reply": candidates[k], "candidates": candidates} for k in (0, 17, 29)]
 
-    full = build._demonstrations(policy, demos, 1024)
+    full = build.train._demonstrations(policy, demos, 1024)
     assert [len(d.choice_ids) for d in full] == [30, 30, 30]
     assert [d.expert_index for d in full] == [0, 17, 29]
 
-    sampled = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
+    sampled = build.train._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
     position = {tuple(policy.choice_token_ids(c)): i for i, c in enumerate(candidates)}
     for demo, row in zip(demos, sampled):
         assert len(row.choice_ids) == 9
@@ -38,13 +26,13 @@ def test_sampled_candidates_keep_the_experts_reply_and_the_states_order(build, t
         kept = [position[tuple(ids)] for ids in row.choice_ids]
         assert kept == sorted(set(kept))  # distinct, in the state's order
     assert len({tuple(map(tuple, row.choice_ids)) for row in sampled}) == 3  # a fresh draw per state
-    again = build._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
+    again = build.train._demonstrations(policy, demos, 1024, max_candidates=9, seed=3)
     assert [r.choice_ids for r in again] == [r.choice_ids for r in sampled]  # seeded
 
     # A DAgger row keeps the reply the policy chose there (the mistake to unlearn) beside the expert's, always.
     dagger = [{**demo, "played": candidates[(k + 5) % 30]} for k, demo in zip((0, 17, 29), demos)]
     for seed in range(5):
-        for demo, row in zip(dagger, build._demonstrations(policy, dagger, 1024, max_candidates=9, seed=seed)):
+        for demo, row in zip(dagger, build.train._demonstrations(policy, dagger, 1024, max_candidates=9, seed=seed)):
             assert len(row.choice_ids) == 9 and policy.choice_token_ids(demo["played"]) in row.choice_ids
             assert row.choice_ids[row.expert_index] == policy.choice_token_ids(demo["reply"])
 
@@ -60,16 +48,17 @@ def test_hard_negatives_draw_the_candidates_with_the_experts_command_word_first(
             "reply": takes[0], "candidates": candidates}
     ids = {tuple(policy.choice_token_ids(c)): c for c in candidates}
     for seed in range(5):
-        (row,) = build._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed, hard_negatives=True)
+        (row,) = build.train._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed, hard_negatives=True)
         kept = [ids[tuple(c)] for c in row.choice_ids]
         assert len(kept) == 9 and set(takes) <= set(kept) and kept[row.expert_index] == takes[0]
         assert kept == [c for c in candidates if c in kept]  # in the state's order
     # Without them, 8 of 29 others at random leave most of the 3 other takes out on most draws.
-    random_rows = [build._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed)[0] for seed in range(20)]
+    random_rows = [build.train._demonstrations(policy, [demo], 1024, max_candidates=9, seed=seed)[0]
+                   for seed in range(20)]
     assert sum(all(policy.choice_token_ids(t) in row.choice_ids for t in takes) for row in random_rows) < 5
     # More same-word candidates than the cap: the sample is all of that word.
-    (row,) = build._demonstrations(policy, [{**demo, "reply": goes[3]}], 1024, max_candidates=9, seed=0,
-                                   hard_negatives=True)
+    (row,) = build.train._demonstrations(policy, [{**demo, "reply": goes[3]}], 1024, max_candidates=9, seed=0,
+                                         hard_negatives=True)
     assert all(ids[tuple(c)].startswith("<action>go to") for c in row.choice_ids)
 
 
@@ -83,23 +72,23 @@ def test_demonstrations_are_rendered_with_the_agent_settings_the_policy_ships_wi
     import agentrl.envs as envs
     from agentrl.agents.react import ReActAgent
 
-    assert build.AGENT["action_memory"] > 0
-    short, listed = build.parse_args([]), build.parse_args(["--list-actions"])
-    assert build.agent_settings(short, tmp_path / "new") == {**build.AGENT, "list_actions": False}
+    assert build.common.AGENT["action_memory"] > 0
+    short, listed = build.options.parse_args([]), build.options.parse_args(["--list-actions"])
+    assert build.common.agent_settings(short, tmp_path / "new") == {**build.common.AGENT, "list_actions": False}
     legacy = tmp_path / "legacy"  # a cache collected before demos/agent.json: the reference prompt's list
     (legacy / "demos").mkdir(parents=True)
-    assert build.agent_settings(listed, legacy) == {**build.AGENT, "list_actions": True}
+    assert build.common.agent_settings(listed, legacy) == {**build.common.AGENT, "list_actions": True}
     with pytest.raises(SystemExit, match="--list-actions"):
-        build.agent_settings(short, legacy)
-    (legacy / "demos" / "agent.json").write_text(json.dumps({**build.AGENT, "list_actions": False}))
-    assert build.agent_settings(short, legacy)["list_actions"] is False
+        build.common.agent_settings(short, legacy)
+    (legacy / "demos" / "agent.json").write_text(json.dumps({**build.common.AGENT, "list_actions": False}))
+    assert build.common.agent_settings(short, legacy)["list_actions"] is False
 
     env = envs.make("crafting", expert=True)
     for listed in (True, False):
-        agent = ReActAgent("crafting", **{**build.AGENT, "list_actions": listed})
+        agent = ReActAgent("crafting", **{**build.common.AGENT, "list_actions": listed})
         for task_id in env.unwrapped.task_ids("train"):  # the first task whose expert episode has 4 steps or more
             episode: list[dict] = []
-            if build._expert_episode(env, agent, "crafting", task_id, "expert", episode, random.Random(0)) \
+            if build.collect._expert_episode(env, agent, "crafting", task_id, "expert", episode, random.Random(0)) \
                     and len(episode) >= 4:
                 break
         assert len(episode) >= 4
@@ -125,10 +114,11 @@ def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_ac
         pytest.skip("the embedded policy is not built")
     policy = HFPolicy(resolve_model(EMBEDDED_POLICY, EMBEDDED_POLICY_DIR.parent), device="cpu")
     env = envs.make("alfworld", expert=True, max_steps=60)
-    agent = ReActAgent("alfworld", **build.AGENT)
+    agent = ReActAgent("alfworld", **build.common.AGENT)
     task_id = sorted(env.unwrapped.task_ids("train"))[0]
     rows: list[dict] = []
-    won, played = build._policy_episode(env, agent, policy, task_id, "dagger-T0", rows, 0.0, seed=0, max_steps=12)
+    won, played = build.dagger._policy_episode(env, agent, policy, task_id, "dagger-T0", rows, 0.0, seed=0,
+                                               max_steps=12)
     assert rows and len(rows) == len(played) <= 12
 
     # Replay the policy's moves: every row is the state it reached, labelled with the planner's action there.
@@ -149,139 +139,13 @@ def test_dagger_labels_the_states_the_policy_itself_reaches_with_the_planners_ac
         assert sum((o, a) == (observations[-1], played[-1]) for o, a in zip(observations, played)) == 3
 
 
-def test_the_searching_expert_labels_only_what_the_agent_can_know(build):
-    """DAgger's labeller on a real ALFWorld game: before the task's object has been in sight it searches (the most
-    likely unvisited receptacle by the prior, opening closed ones where it stands), never going straight to where
-    the planner knows the object is; once the object is in sight it follows the planner."""
-    import re
-
-    import agentrl.envs as envs
-    from agentrl.envs.alfworld import data_status
-
-    if data_status() is not None:
-        pytest.skip(f"ALFWorld games not installed: {data_status()}")
-    env = envs.make("alfworld", expert=True, max_steps=60)
-    task_id = next(t for t in sorted(env.unwrapped.task_ids("train")) if "Mug-None-CoffeeMachine" in t)
-    wanted = build._wanted_object(env, task_id)
-    assert wanted == "mug"
-    obs, info = env.reset(options={"task_id": task_id})
-    places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
-    closed = next(p for p in places if p.startswith(("fridge", "cabinet", "microwave")))
-    prior = {"mug": {"shelf": 5, build._object_type(closed): 3}}
-    expert = build.SearchingExpert(wanted, prior)
-
-    shelves = sorted(p for p in places if p.startswith("shelf"))
-    first = expert(obs, info)
-    assert first == (f"go to {shelves[0]}" if shelves else f"go to {closed}")
-    obs, _, _, _, info = env.step(f"go to {closed}")  # the agent goes elsewhere: a closed receptacle
-    sees_mug = re.search(r"\bmug \d+", obs)
-    label = expert(obs, info)
-    assert label == (info["expert_action"] if sees_mug else f"open {closed}")
-    # Walk on until the mug is in sight; until then: open where it stands if closed, else an unvisited place.
-    visited = {closed}
-    for place in places:
-        if expert.seen:
-            break
-        if place in visited:
-            continue
-        obs, _, _, _, info = env.step(f"go to {place}")
-        visited.add(place)
-        label = expert(obs, info)
-        if not expert.seen:
-            if f"The {place} is closed" in obs:
-                assert label == f"open {place}"
-            else:
-                assert label.startswith("go to ") and label[len("go to "):] not in visited
-    assert expert.seen and label == info["expert_action"]
-    env.close()
-
-
-def test_the_any_instance_expert_takes_the_tasks_object_in_reach_where_the_planner_walks_on(build):
-    """On real train games: where a tomato lies on the receptacle the agent stands at but the planner walks on to
-    the tomato its walkthrough names, the label takes the one in reach, and the planner finishes the game from
-    there; in a two-object game the object already put on the target is never taken back, and the game is won."""
-    import random
-    import re
-
-    import agentrl.envs as envs
-    from agentrl.agents.react import ReActAgent
-    from agentrl.envs.alfworld import data_status
-
-    if data_status() is not None:
-        pytest.skip(f"ALFWorld games not installed: {data_status()}")
-    env = envs.make("alfworld", expert=True, max_steps=60)
-    agent = ReActAgent("alfworld", think=False, history_length=2, action_memory=12, list_actions=False)
-    tomato = "train/pick_clean_then_place_in_recep-Tomato-None-DiningTable-4/trial_T20190907_142426_940554"
-    vases = "train/pick_two_obj_and_place-Vase-None-CoffeeTable-227/trial_T20190909_034134_166906"
-    if not {tomato, vases} <= set(env.unwrapped.task_ids("train")):
-        pytest.skip("these ALFWorld train games are not installed")
-
-    # The planner's own choice in the state the issue's data showed: tomatoes 2 and 3 in reach, it walks on.
-    obs, info = env.reset(options={"task_id": tomato})
-    obs, _, _, _, info = env.step("go to diningtable 1")
-    assert "tomato 2" in obs and info["expert_action"] == "go to garbagecan 1"
-    expert = build.AnyInstanceExpert(build._wanted_object(env, tomato), build._alfworld_target_kind(env, tomato),
-                                     two_objects=False)
-    assert expert(obs, info) == "take tomato 2 from diningtable 1" and expert.relabelled == 1
-
-    # Whole episodes played by these labels: the tomato game from that state, the vase game from the state where the
-    # first vase has just been put on the coffee table (the walkthrough up to its first "move"), where the planner
-    # walks on to fetch the second.
-    walkthrough = build._walkthrough(env, vases)
-    first_put = walkthrough[: next(i for i, c in enumerate(walkthrough) if c.startswith("move ")) + 1]
-    for task_id, prefix, two_objects in ((tomato, ["go to diningtable 1"], False), (vases, first_put, True)):
-        target = build._alfworld_target_kind(env, task_id)
-        assert target == ("diningtable" if task_id == tomato else "coffeetable")
-        expert = build.AnyInstanceExpert(build._wanted_object(env, task_id), target, two_objects)
-        demos: list[dict] = []
-        won = build._expert_episode(env, agent, "alfworld", task_id, "search", demos, random.Random(0),
-                                    prefix=list(prefix), labeller=expert)
-        labels = [re.sub(r"</?action>", "", d["reply"]) for d in demos]
-        assert won, labels
-        if two_objects:
-            assert not any(re.match(r"take vase \d+ from coffeetable", label) for label in labels), labels
-        else:
-            assert labels[1] == "take tomato 2 from diningtable 1"
-    env.close()
-
-
-def test_the_searching_expert_takes_the_policys_own_search_move_as_its_label(build):
-    """A search has many right moves: before the object is in sight, the policy's "go to" a receptacle not yet
-    visited where the object is found in the train games is the label; a move to a visited receptacle, or to one
-    where the object is never found, is labelled with the expert's own next receptacle."""
-    import agentrl.envs as envs
-    from agentrl.envs.alfworld import data_status
-
-    if data_status() is not None:
-        pytest.skip(f"ALFWorld games not installed: {data_status()}")
-    env = envs.make("alfworld", expert=True, max_steps=60)
-    task_id = next(t for t in sorted(env.unwrapped.task_ids("train")) if "Mug-None-CoffeeMachine" in t)
-    obs, info = env.reset(options={"task_id": task_id})
-    places = [a[len("go to "):] for a in info["admissible_actions"] if a.startswith("go to ")]
-    open_kinds = {build._object_type(p) for p in places} - {"fridge", "cabinet", "microwave", "drawer", "safe"}
-    plausible_kinds = sorted(open_kinds)[:2]
-    prior = {"mug": {kind: 5 - i for i, kind in enumerate(plausible_kinds)}}
-    plausible = [p for p in places if build._object_type(p) in plausible_kinds]
-    never = next(p for p in places if build._object_type(p) not in plausible_kinds)
-    expert = build.SearchingExpert("mug", prior)
-    assert expert(obs, info, f"go to {never}") == f"go to {expert.order[0]}"
-    assert expert(obs, info, f"go to {plausible[-1]}") == f"go to {plausible[-1]}"
-    obs, _, _, _, info = env.step(f"go to {plausible[-1]}")
-    if expert(obs, info, f"go to {plausible[-1]}") == info["expert_action"]:
-        pytest.skip("the mug was in sight at the first receptacle")
-    assert expert.visited == {plausible[-1]}
-    assert expert(obs, info, f"go to {plausible[0]}") == f"go to {plausible[0]}"
-    assert expert(obs, info, "look") == f"go to {next(p for p in expert.order if p not in expert.visited)}"
-    env.close()
-
-
 def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(build, tmp_path, monkeypatch):
     policy_dir = resolve_model("tiny-random", tmp_path)
     candidates = [f"<action>go to shelf {i}</action>" for i in range(6)]
     rows = [{"env": "alfworld", "kind": "search", "prompt": f"You see shelf {k}.", "reply": candidates[k % 6],
              "candidates": candidates} for k in range(12)]
-    args = build.parse_args(["--max-prompt-tokens", "256", "--max-candidates", "3", "--batch-size", "4",
-                             "--checkpoint-every", "2", "--threads", "1"])
+    args = build.options.parse_args(["--max-prompt-tokens", "256", "--max-candidates", "3", "--batch-size", "4",
+                                     "--checkpoint-every", "2", "--threads", "1"])
     out = tmp_path / "sft"
     messages = []
 
@@ -290,11 +154,11 @@ def test_an_interrupted_training_stage_resumes_and_reports_every_epoch_once(buil
         if "epoch 1:" in message:
             raise KeyboardInterrupt  # after epoch 1's history entry, before its end-of-epoch checkpoint
 
-    monkeypatch.setattr(build, "log", crash_when_epoch_1_is_logged)
+    monkeypatch.setattr(build.train, "log", crash_when_epoch_1_is_logged)
     with pytest.raises(KeyboardInterrupt):
-        build._fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
-    monkeypatch.setattr(build, "log", messages.append)
-    report = build._fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
+        build.train.fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
+    monkeypatch.setattr(build.train, "log", messages.append)
+    report = build.train.fit(HFPolicy(policy_dir, device="cpu"), rows, rows[:4], args, 1e-3, 2, "train", out)
     assert any(m.startswith("train: resuming from") for m in messages)
     assert [e["epoch"] for e in report["epochs"]] == [1, 2]
     assert report["seconds"] >= report["epochs"][-1]["seconds"] > 0
@@ -306,20 +170,19 @@ def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp
     weights stay as they were."""
     import json
     import shutil
-    import sys
 
     from agentrl.models import EMBEDDED_POLICY_DIR
 
-    # The eval jobs run in spawned processes, which import the script by name.
+    # The eval jobs run in spawned processes, which import the recipe's package by name.
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    monkeypatch.setitem(sys.modules, "build_default_policy", build)
     out = tmp_path / "tiny"
     shutil.copytree(EMBEDDED_POLICY_DIR, out)
     weights = (out / "model.safetensors").read_bytes()
     before = json.loads((out / "agentrl.json").read_text())
-    monkeypatch.setattr(build, "EVAL_JOBS", (("crafting-score", "crafting", "eval_in_distribution", 3, "score"),))
-    build.main(["--work", str(tmp_path / "work"), "--out", str(out), "--stages", "eval,card", "--eval-packaged",
-                "--workers", "1"])
+    monkeypatch.setattr(build.evaluate, "EVAL_JOBS",
+                        (("crafting-score", "crafting", "eval_in_distribution", 3, "score"),))
+    build.stages.main(["--work", str(tmp_path / "work"), "--out", str(out), "--stages", "eval,card", "--eval-packaged",
+                       "--workers", "1"])
     row = json.loads((tmp_path / "work" / "eval-packaged" / "crafting-score.json").read_text())
     assert row["agent"] == "score" and row["by_type"]["All"]["n"] == 3
     after = json.loads((out / "agentrl.json").read_text())
@@ -336,7 +199,7 @@ def test_the_card_stage_adds_results_measured_on_the_packaged_weights(build, tmp
     assert before["results"]["alfworld-unseen-random"]["weights"] == "packaged" and "random" not in packaged
     assert (out / "model.safetensors").read_bytes() == weights
     with pytest.raises(SystemExit, match="no results"):
-        build.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
+        build.stages.main(["--work", str(tmp_path / "empty"), "--out", str(out), "--stages", "card"])
 
 
 def test_the_card_says_what_free_generation_measured_and_keeps_its_prose_wrapped(build):
@@ -355,7 +218,7 @@ def test_the_card_says_what_free_generation_measured_and_keeps_its_prose_wrapped
         if generate_success is not None:
             rows["alfworld-unseen-generate"] = {"split": "eval_out_of_distribution", "agent": "generate",
                                                 "by_type": {"All": {**best, "success": generate_success}}}
-        return build.model_card(record, rows, record.get("results_before_dagger"))
+        return build.card.model_card(record, rows, record.get("results_before_dagger"))
 
     def prose(text):
         return " ".join(text.split())
@@ -371,11 +234,11 @@ def test_a_smaller_builds_games_are_the_first_of_a_larger_ones(build):
     """--alfworld-skip-games K relies on it: the balanced order does not depend on the count asked for, so a build
     continued from a K-game model trains on games that model never saw."""
     labels = {f"{label}-{i}": label for label, n in (("pick", 50), ("look", 9), ("heat", 30)) for i in range(n)}
-    small, large = build.balanced_games(labels, 30, seed=0), build.balanced_games(labels, 90, seed=0)
+    small, large = build.collect.balanced_games(labels, 30, seed=0), build.collect.balanced_games(labels, 90, seed=0)
     assert large[:len(small)] == small
     assert len(small) == 29 and sorted(labels[g] for g in small).count("look") == 9  # a short type gives all it has
     assert len(large) == 9 + 30 + 30 and len(set(large)) == len(large)
-    assert build.balanced_games(labels, 90, seed=1) != large
+    assert build.collect.balanced_games(labels, 90, seed=1) != large
 
 
 def test_a_build_continued_from_the_packaged_policy_trains_its_weights_on_new_games(build, tmp_path, monkeypatch):
@@ -384,7 +247,6 @@ def test_a_build_continued_from_the_packaged_policy_trains_its_weights_on_new_ga
     card record the build it continued and the games of both."""
     import json
     import shutil
-    import sys
 
     from safetensors.torch import load_file
 
@@ -395,25 +257,25 @@ def test_a_build_continued_from_the_packaged_policy_trains_its_weights_on_new_ga
         pytest.skip(f"ALFWorld games not installed: {data_status()}")
     if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
         pytest.skip("the embedded policy is not built")
-    # The collection runs in spawned processes, which import the script by name.
+    # The collection runs in spawned processes, which import the recipe's package by name.
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    monkeypatch.setitem(sys.modules, "build_default_policy", build)
     start = tmp_path / "start"
     shutil.copytree(EMBEDDED_POLICY_DIR, start)
     earlier = json.loads((start / "agentrl.json").read_text())
     work, out = tmp_path / "work", tmp_path / "out"
-    monkeypatch.setattr(build, "log", lambda message: None)
+    for module in (build.collect, build.tokenizer, build.train, build.dagger, build.evaluate, build.package):
+        monkeypatch.setattr(module, "log", lambda message: None)
     options = ["--work", str(work), "--out", str(out), "--init-from", str(start), "--alfworld-games", "12",
                "--alfworld-skip-games", "10", "--webshop-goals", "0", "--crafting-tasks", "0", "--textworld-games", "0",
                "--threads", "1", "--lr", "1e-4"]
-    build.main(options + ["--stages", "collect,tokenizer,train,package", "--workers", "1"])
+    build.stages.main(options + ["--stages", "collect,tokenizer,train,package", "--workers", "1"])
 
     played = json.loads((work / "demos" / "alfworld-0.done.json").read_text())["games_used"]
     from agentrl import envs
 
     base = envs.make("alfworld").unwrapped
     labels = {task_id: base.task(task_id).label for task_id in base.task_ids("train")}
-    assert played == build.balanced_games(labels, 12, seed=0)[10:]  # the 2 games after those of a 10-game build
+    assert played == build.collect.balanced_games(labels, 12, seed=0)[10:]  # the 2 games after those of a 10-game build
     assert (out / "tokenizer.json").read_text() == (start / "tokenizer.json").read_text()
     before, after = load_file(start / "model.safetensors"), load_file(out / "model.safetensors")
     assert before.keys() == after.keys()
@@ -443,12 +305,13 @@ def test_zero_epochs_from_a_packaged_policy_start_dagger_from_its_weights_unchan
 
     if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
         pytest.skip("the embedded policy is not built")
-    monkeypatch.setattr(build, "log", lambda message: None)
+    for module in (build.collect, build.tokenizer, build.train, build.dagger, build.evaluate, build.package):
+        monkeypatch.setattr(module, "log", lambda message: None)
     work = tmp_path / "work"
     with pytest.raises(SystemExit, match="--epochs 0 .* needs --init-from"):
-        build.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0"])
-    build.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0", "--init-from",
-                str(EMBEDDED_POLICY_DIR), "--threads", "1"])
+        build.stages.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0"])
+    build.stages.main(["--work", str(work), "--stages", "tokenizer,train", "--epochs", "0", "--init-from",
+                       str(EMBEDDED_POLICY_DIR), "--threads", "1"])
     before, after = load_file(EMBEDDED_POLICY_DIR / "model.safetensors"), load_file(work / "sft" / "model.safetensors")
     assert before.keys() == after.keys()
     for name in before:
@@ -466,7 +329,6 @@ def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sf
     loss, time) and the round, with the packaged policy's own results as those before DAgger."""
     import json
     import shutil
-    import sys
 
     from safetensors.torch import load_file
 
@@ -477,18 +339,18 @@ def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sf
         pytest.skip(f"ALFWorld games not installed: {data_status()}")
     if not (EMBEDDED_POLICY_DIR / "model.safetensors").is_file():
         pytest.skip("the embedded policy is not built")
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # spawned workers import the script by name
-    monkeypatch.setitem(sys.modules, "build_default_policy", build)
-    monkeypatch.setattr(build, "log", lambda message: None)
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # spawned workers import the recipe's package by name
+    for module in (build.collect, build.tokenizer, build.train, build.dagger, build.evaluate, build.package):
+        monkeypatch.setattr(module, "log", lambda message: None)
     start = tmp_path / "start"
     shutil.copytree(EMBEDDED_POLICY_DIR, start)
     earlier = json.loads((start / "agentrl.json").read_text())
     work, out = tmp_path / "work", tmp_path / "out"
-    build.main(["--work", str(work), "--out", str(out), "--init-from", str(start), "--epochs", "0",
-                "--alfworld-games", "12", "--alfworld-skip-games", "10", "--webshop-goals", "0",
-                "--crafting-tasks", "0", "--textworld-games", "0", "--threads", "1", "--workers", "1",
-                "--dagger-rounds", "1", "--dagger-minutes", "0.01", "--dagger-replay", "20", "--dagger-lr", "1e-4",
-                "--stages", "collect,tokenizer,train,dagger,package"])
+    build.stages.main(["--work", str(work), "--out", str(out), "--init-from", str(start), "--epochs", "0",
+                       "--alfworld-games", "12", "--alfworld-skip-games", "10", "--webshop-goals", "0",
+                       "--crafting-tasks", "0", "--textworld-games", "0", "--threads", "1", "--workers", "1",
+                       "--dagger-rounds", "1", "--dagger-minutes", "0.01", "--dagger-replay", "20",
+                       "--dagger-lr", "1e-4", "--stages", "collect,tokenizer,train,dagger,package"])
 
     (report,) = json.loads((out / "agentrl.json").read_text())["dagger"]
     assert report["from"] == "sft" and report["dagger_rows"] > 0 and 0 < report["replay_rows"] <= 20
@@ -501,7 +363,7 @@ def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sf
         assert (after[name].float() - before[name].float()).norm() < 0.1 * before[name].float().norm()
     packaged = json.loads((out / "agentrl.json").read_text())
     assert packaged["train"]["epochs"] == [] and packaged["alfworld_train_games"] == earlier["alfworld_train_games"] + 2
-    started = {k: v["by_type"] for k, v in earlier["results"].items() if v["agent"] in build.MODEL_AGENTS}
+    started = {k: v["by_type"] for k, v in earlier["results"].items() if v["agent"] in build.evaluate.MODEL_AGENTS}
     assert {k: v["by_type"] for k, v in packaged["results_before_dagger"].items()} == started
     assert packaged["results"]["alfworld-unseen-expert"]["by_type"] == earlier["results"]["alfworld-unseen-expert"]["by_type"]
     card = " ".join((out / "README.md").read_text().split())
@@ -511,60 +373,6 @@ def test_dagger_on_a_kept_packaged_policy_is_packaged_with_the_earlier_builds_sf
     assert sft_line in card  # the earlier build's SFT, described from its record
     assert "Then DAgger (Ross et al. 2011), 1 round(s)" in card
     assert "Validation loss on held-out games of this build's demonstrations" in card
-
-
-def test_observable_labels_start_every_alfworld_episode_with_a_search_not_the_planners_shortcut(build, tmp_path):
-    """``--alfworld-labels observable`` on real train games whose object is not where it is most often found: the
-    first state of both episodes is labelled with a move to the most likely kind of receptacle (what the agent can
-    know), where the planner's labels of the same games go straight to the object's hidden place."""
-    import json
-    import re
-
-    from agentrl.agents.react import parse_reply
-    import agentrl.envs as envs
-    from agentrl.envs.alfworld import data_status
-
-    if data_status() is not None:
-        pytest.skip(f"ALFWorld games not installed: {data_status()}")
-    env = envs.make("alfworld")
-    base = env.unwrapped
-    train_ids = sorted(base.task_ids("train"))
-    prior = build.alfworld_search_prior(base.games_root, train_ids)
-
-    def first_take(task_id: str) -> tuple[str, str]:
-        walkthrough = json.loads((base.games_root / task_id / "game.tw-pddl").read_text())["walkthrough"]
-        obj, place = next(re.match(r"take (.+?) from (.+)$", c).groups() for c in walkthrough if c.startswith("take "))
-        return build._object_type(obj), build._object_type(place)
-
-    def top_kinds(wanted: str) -> set[str]:
-        counts = prior[wanted]
-        return {kind for kind, n in counts.items() if n == max(counts.values())}
-
-    games = [t for t in train_ids if "pick_and_place_simple" in t
-             and first_take(t)[1] not in top_kinds(first_take(t)[0])][:2]
-    env.close()
-    settings = {**build.AGENT, "list_actions": False}
-    first_labels, search_labels = {}, {}
-    for labels in ("observable", "planner"):
-        out = tmp_path / f"{labels}.jsonl"
-        stats = build.collect_alfworld_shard(games, prior, 0, str(out), None, ("search", "detour"), settings,
-                                              labels)
-        assert stats["labels"] == labels and stats["games"] == 2 and stats["search_won"] == 2
-        search_labels[labels] = stats.get("search_labels", 0)
-        rows = [json.loads(line) for line in out.read_text().splitlines()]
-        for task_id in games:
-            for kind in ("search", "detour"):
-                reply = next(r["reply"] for r in rows if r["task_id"] == task_id and r["kind"] == kind)
-                first_labels[labels, task_id, kind] = parse_reply(reply, require_think=False).action
-    assert search_labels["observable"] >= 4 and search_labels["planner"] == 0
-    for task_id in games:
-        wanted, hidden_place = first_take(task_id)
-        for kind in ("search", "detour"):
-            observable = first_labels["observable", task_id, kind]
-            assert observable.startswith("go to ")
-            assert build._object_type(observable[len("go to "):]) in top_kinds(wanted)
-        planner = first_labels["planner", task_id, "detour"]
-        assert build._object_type(planner[len("go to "):]) == hidden_place
 
 
 def test_skipped_alfworld_kinds_are_not_played_and_the_walkthrough_episode_follows_the_games_plan(build, tmp_path):
@@ -584,8 +392,8 @@ def test_skipped_alfworld_kinds_are_not_played_and_the_walkthrough_episode_follo
     walkthrough = json.loads((base.games_root / task_id / "game.tw-pddl").read_text())["walkthrough"]
     env.close()
     out = tmp_path / "demos.jsonl"
-    stats = build.collect_alfworld_shard([task_id], {}, 0, str(out), None, ("walkthrough", "detour"),
-                                         {**build.AGENT, "list_actions": False})
+    stats = build.collect.collect_alfworld_shard([task_id], {}, 0, str(out), None, ("walkthrough", "detour"),
+                                                 {**build.common.AGENT, "list_actions": False})
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["kind"] for r in rows} == {"walkthrough", "detour"}
     assert "search_won" not in stats and stats["walk_won"] == 1 and stats["games"] == 1
@@ -611,22 +419,22 @@ def test_object_swaps_name_another_object_in_sight_in_every_task_line_and_take_i
     env.close()
     games = [t for t in train if "pick_and_place_simple" in t][:3] + [t for t in train if "pick_two_obj" in t][:3]
     out = tmp_path / "demos.jsonl"
-    build.collect_alfworld_shard(games, {}, 0, str(out), None, ("walkthrough",),
-                                 {**build.AGENT, "list_actions": False})
+    build.collect.collect_alfworld_shard(games, {}, 0, str(out), None, ("walkthrough",),
+                                         {**build.common.AGENT, "list_actions": False})
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     takes = [r for r in rows if r["reply"].startswith("<action>take ")]
-    copies = build.object_swaps(rows, 2, seed=0)
+    copies = build.train.object_swaps(rows, 2, seed=0)
     assert copies and {c["kind"] for c in copies} == {"swap"}
-    assert build.object_swaps(rows, 2, seed=0) == copies  # seeded
+    assert build.train.object_swaps(rows, 2, seed=0) == copies  # seeded
     first_takes = {id(r) for r in takes if not re.search(r"take \S+ \d+ from ", r["prompt"])}
     assert len(first_takes) < len(takes)  # pick-two games' second takes exist, and are left out
     for copy in copies:
         (source,) = [r for r in takes if r["task_id"] == copy["task_id"] and id(r) in first_takes
                      and r["prompt"].split("Your task is to:")[0] == copy["prompt"].split("Your task is to:")[0]
                      and r["prompt"].rsplit("observation is: ", 1)[1] == copy["prompt"].rsplit("observation is: ", 1)[1]]
-        old = build._TAKE.match(source["reply"]).group(1)
-        new, number, place = build._TAKE.match(copy["reply"]).groups()
-        assert new != old and place == build._TAKE.match(source["reply"]).group(3)
+        old = build.train._TAKE.match(source["reply"]).group(1)
+        new, number, place = build.train._TAKE.match(copy["reply"]).groups()
+        assert new != old and place == build.train._TAKE.match(source["reply"]).group(3)
         task_lines = re.findall(r"Your task is to: [^\n']*", copy["prompt"])
         assert task_lines and all(re.search(rf"\b{new}\b", t) and not re.search(rf"\b{old}\b", t)
                                   for t in task_lines)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-COMMANDS = ["envs", "algos", "check-env", "play", "eval", "data"]
+COMMANDS = ["envs", "algos", "check-env", "play", "eval", "data", "config"]
 
 
 def run(cli, *args, stdin=None, timeout=120, env=None):
@@ -22,7 +22,7 @@ def test_help_lists_every_command(agentrl_cli):
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", ["check-env", "play", "eval"])
+@pytest.mark.parametrize("command", ["check-env", "play", "eval", "train", "config"])
 def test_every_option_is_documented(agentrl_cli, command):
     import re
 
@@ -151,3 +151,70 @@ def test_eval_model_sets_torch_threads_as_train_does(agentrl_cli):
 def test_eval_unknown_agent(agentrl_cli):
     result = run(agentrl_cli, "eval", "--env", "crafting", "--agent", "oracle")
     assert result.returncode == 2 and "known: expert, random" in result.stderr
+
+
+def test_config_lists_every_key_with_its_default_and_a_description(agentrl_cli):
+    from agentrl.config import describe_config
+
+    rows = describe_config()
+    assert all(note for _, _, note in rows), [key for key, _, note in rows if not note]
+    result = run(agentrl_cli, "config", "learner", env={"COLUMNS": "250"})
+    assert result.returncode == 0
+    learner_keys = [key for key, _, _ in rows if key.startswith("learner.")]
+    assert learner_keys and all(key in result.stdout for key in learner_keys)
+    assert "AdamW learning rate" in result.stdout and "rollout." not in result.stdout
+    unknown = run(agentrl_cli, "config", "lerner")
+    assert unknown.returncode == 2 and "known: agent, algo" in unknown.stderr
+    helped = run(agentrl_cli, "train", "--help")
+    assert "agentrl config" in helped.stdout and "agentrl[vllm]" in helped.stdout and "agentrl[ray]" in helped.stdout
+
+
+def test_set_reads_exponent_floats_and_unknown_models_fail_at_once(agentrl_cli, tmp_path):
+    import time
+
+    from agentrl.config import build_config
+
+    assert build_config(None, {"learner.lr": "1e-4", "model.path": "tiny-random"}).learner.lr == 1e-4
+    start = time.perf_counter()
+    result = run(agentrl_cli, "train", "--env", "crafting", "--model", "no-such-org/no-such-model",
+                 "--run-dir", str(tmp_path / "r"), "--set", "learner.lr=1e-4")
+    assert result.returncode == 2 and "unknown model 'no-such-org/no-such-model'" in result.stderr
+    assert time.perf_counter() - start < 60  # no hub retries (they took 27 s before)
+
+
+def test_eval_expert_on_an_env_without_one_is_a_clear_error(agentrl_cli, tmp_path):
+    import os
+    import sys
+    from pathlib import Path
+
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    result = run(agentrl_cli, "eval", "--env", "test_plain_env:PotionLab", "--agent", "expert", env=env)
+    assert result.returncode == 2 and "has no expert" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_algorithms_by_module_function_and_plugin_check_errors_in_one_line(tmp_path, monkeypatch):
+    from agentrl.algos import get_algorithm
+    from agentrl.errors import AgentRLError, ConfigError
+
+    (tmp_path / "my_credit.py").write_text(
+        "import dataclasses\n"
+        "import numpy as np\n"
+        "from agentrl.algos import AlgoConfig, register_algorithm\n"
+        "@dataclasses.dataclass\n"
+        "class Cfg(AlgoConfig):\n"
+        "    scale: float = 1.0\n"
+        "    def check(self):\n"
+        "        if self.scale <= 0:\n"
+        "            raise ValueError('scale must be positive')\n"
+        "@register_algorithm('my_credit_fn', 'returns times scale', Cfg)\n"
+        "def credit(batch, config):\n"
+        "    return np.full(len(batch), config.scale), {}\n"
+        "def not_an_algorithm():\n"
+        "    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = get_algorithm("my_credit:credit")
+    assert spec.name == "my_credit_fn"
+    with pytest.raises(ConfigError, match="invalid options for algorithm 'my_credit_fn': scale must be positive"):
+        spec.make_config({"scale": -1})
+    with pytest.raises(AgentRLError, match="decorated with"):
+        get_algorithm("my_credit:not_an_algorithm")

@@ -10,7 +10,7 @@ from agentrl.errors import ConfigError
 
 def test_defaults_follow_the_reference_setup():
     cfg = TrainConfig()
-    assert (cfg.rollout.tasks_per_iteration, cfg.rollout.group_size) == (16, 8)  # algorithms.md §1.6
+    assert (cfg.rollout.tasks_per_iteration, cfg.rollout.group_size) == (16, 8)  # docs/spec/algorithms.md §1.6
     assert cfg.agent.history_length == 2
     assert cfg.generation.temperature == 1.0 and cfg.run.eval_temperature == 0.4
     assert cfg.learner.lr == 1e-6 and cfg.learner.kl_coef == 0.01

@@ -1,4 +1,4 @@
-"""The §1.4 loss by hand, and Learner.update on a real tiny Llama (full fine-tuning and LoRA)."""
+"""The docs/spec/algorithms.md §1.4 loss by hand, and Learner.update on a real tiny Llama (full fine-tuning and LoRA)."""
 
 from __future__ import annotations
 

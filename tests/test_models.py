@@ -260,7 +260,7 @@ def test_a_failed_conversion_leaves_nothing_and_keeps_the_previous_folder(tiny_g
     def crash(folder):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(models, "_fsync_tree", crash)  # fails after every file is written, before the rename
+    monkeypatch.setattr(models.install, "_fsync_tree", crash)  # fails after every file is written, before the rename
     with pytest.raises(RuntimeError, match="disk full"):
         convert_gguf(source, dest)
     assert not dest.exists() and leftovers(tmp_path) == []
@@ -268,7 +268,7 @@ def test_a_failed_conversion_leaves_nothing_and_keeps_the_previous_folder(tiny_g
 
     convert_gguf(source, dest)
     before = (dest / MARKER).read_text()
-    monkeypatch.setattr(models, "_fsync_tree", crash)
+    monkeypatch.setattr(models.install, "_fsync_tree", crash)
     with pytest.raises(RuntimeError):
         convert_gguf(source, dest, force=True)
     assert (dest / MARKER).read_text() == before and leftovers(tmp_path) == []

@@ -14,7 +14,6 @@ from tiny_model import (
     tiny_model_dir,
 )
 
-from agentrl import policy as policy_module
 from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 from agentrl.policy import (
     PREFILL_MODES,
@@ -26,6 +25,7 @@ from agentrl.policy import (
     default_cpu_threads,
     token_log_probs,
 )
+from agentrl.policy import prefill as prefill_module
 
 USER_TURNS = [
     "go to cabinet 1",
@@ -346,7 +346,7 @@ def test_tree_prefill_encodes_shared_prefixes_and_repeated_prompts_once(policy, 
 def test_tree_prefill_falls_back_to_padding_for_caches_it_cannot_lay_out(group_prompts, monkeypatch) -> None:
     policy = HFPolicy(tiny_model_dir())
     expected = policy.generate(group_prompts, GenerationConfig(max_new_tokens=6, temperature=0))
-    monkeypatch.setattr(policy_module, "_plain_kv", lambda cache: None)
+    monkeypatch.setattr(prefill_module, "_plain_kv", lambda cache: None)
     fallback = policy.generate(group_prompts, GenerationConfig(max_new_tokens=6, temperature=0))
     assert policy._tree_prefill_supported is False and not policy._tree_prefill_enabled()
     assert [g.response_ids for g in fallback] == [g.response_ids for g in expected]

@@ -1,4 +1,4 @@
-"""The ReAct agent: prompts on real observations of the built-in env, history, fallback, parsing (algorithms.md
+"""The ReAct agent: prompts on real observations of the built-in env, history, fallback, parsing (docs/spec/algorithms.md
 §1.3, §1.5), admissible-action candidates, family detection, and rendering through a real chat template."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_first_step_prompt_from_the_real_env(crafting):
     agent.reset(1)
     messages = agent.messages(0, obs, info)
 
-    assert [m["role"] for m in messages] == ["user"]  # one user message, no system prompt (§1.5)
+    assert [m["role"] for m in messages] == ["user"]  # one user message, no system prompt (docs/spec/algorithms.md §1.5)
     text = messages[0]["content"]
     assert obs in text
     assert "You have already taken" not in text and "[Observation" not in text
@@ -294,7 +294,7 @@ def test_webshop_prompts_on_the_real_env(shared_data):
     assert info["won"] and reward > 0
 
 
-# ----------------------------------------------------------------------------------------------- parsing (§1.3)
+# ----------------------------------------------------------------------------------------------- parsing (docs/spec/algorithms.md §1.3)
 PARSE_CASES = [
     # (reply, expected action, valid in think mode, valid in no-think mode)
     ("<think>I need coal.</think><action>Go To Mine</action>", "go to mine", True, True),

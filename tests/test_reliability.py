@@ -146,8 +146,10 @@ def test_cli_train_interrupted_by_signal_saves_a_complete_checkpoint_and_resumes
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err  # interrupted: the shell's convention (issue 40)
     assert "stopped at iteration" in out
+    hint = " ".join(out.split()).split("resume with: ")[1].split(" --resume")[0] + " --resume"
+    assert hint == f"agentrl train --run-dir {run_dir} --resume"  # the printed command is the one run below
     latest = find_latest(run_dir)
     stopped_at = load_checkpoint(latest).iteration
     assert (latest / "COMPLETE").is_file() and 1 <= stopped_at < 200

@@ -1,8 +1,8 @@
-"""Property-based fuzzing of the reply parser and the env-action projection (algorithms.md §1.3; issue 11).
+"""Property-based fuzzing of the reply parser and the env-action projection (docs/spec/algorithms.md §1.3; issue 11).
 
 Whatever a model writes (empty, huge, any unicode, unclosed, nested or shuffled tags, prompt-injection-like text),
 parsing never raises, always gives a bool verdict and a str env action without format tags, and agrees with an
-independent regex reading of §1.3. Prompt building is fuzzed too: odd observations and infos never break it.
+independent regex reading of docs/spec/algorithms.md §1.3. Prompt building is fuzzed too: odd observations and infos never break it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ tails = st.integers(min_value=0, max_value=200)
 
 
 def reference_reading(reply: str, require_think: bool, tail: int) -> ParsedReply:
-    """§1.3 read independently with regular expressions (the oracle)."""
+    """docs/spec/algorithms.md §1.3 read independently with regular expressions (the oracle)."""
     lowered = reply.lower()
     match = re.search(r"<action>(.*?)</action>", lowered, flags=re.DOTALL)
     projected = match.group(1) if match else (lowered[max(0, len(lowered) - tail):] if tail else "")

@@ -13,7 +13,8 @@ from tiny_model import tiny_model_dir
 from agentrl.checkpoint import find_latest
 from agentrl.config import build_config
 from agentrl.errors import AgentRLError, ConfigError
-from agentrl.trainer import Trainer, evaluate_model
+from agentrl.evaluation import evaluate_model
+from agentrl.trainer import Trainer
 
 
 def small_config(algo: str, mode: str, iterations: int, **extra):

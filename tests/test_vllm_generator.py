@@ -45,7 +45,7 @@ def test_the_hf_policy_is_a_generator_and_needs_no_weight_push():
 ])
 def test_auto_picks_vllm_only_when_installed_with_a_gpu_and_generating(monkeypatch, installed, cuda, mode, expected):
     monkeypatch.setattr(generators, "vllm_installed", lambda: installed)
-    monkeypatch.setattr(generators, "_cuda_available", lambda: cuda)
+    monkeypatch.setattr(generators, "cuda_available", lambda: cuda)
     assert resolve_generator_kind("auto", mode=mode) == expected
     assert resolve_generator_kind("hf", mode=mode) == "hf"
 

@@ -1,5 +1,5 @@
 """WebShop on the real 1,000-product files (../shared/data/webshop): data discovery, goals and splits, page texts,
-the action grammar, navigation, determinism, the env contract and the scripted expert (environments.md §5.4, §6)."""
+the action grammar, navigation, determinism, the env contract and the scripted expert (docs/spec/environments.md §5.4, §6)."""
 
 from __future__ import annotations
 

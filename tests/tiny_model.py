@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agentrl.models import (  # noqa: F401  (re-exported for the tests)
+from agentrl.models.tiny import (  # noqa: F401  (re-exported for the tests)
     CHAT_TEMPLATE,
     IM_END,
     IM_START,
@@ -27,7 +27,7 @@ from agentrl.models import (  # noqa: F401  (re-exported for the tests)
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_model_dir(seed: int = 0) -> Path:
     """A per-process cached folder holding the tiny model (``seed``) and tokenizer; removed at exit."""
     root = Path(tempfile.mkdtemp(prefix="agentrl-tiny-model-"))

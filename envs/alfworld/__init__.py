@@ -11,6 +11,7 @@ Importing this package is cheap: textworld, fast-downward and alfworld are impor
 
 from agentrl.envs.alfworld.data import data_status, find_games_root, unpack_archive
 from agentrl.envs.alfworld.env import ALFWorldEnv
+from agentrl.envs.alfworld.experts import AnyInstanceExpert, SearchingExpert
 from agentrl.envs.alfworld.tasks import (
     TABLE_COLUMNS,
     TASK_TYPE_LABELS,
@@ -24,6 +25,8 @@ from agentrl.envs.alfworld.tasks import (
 __all__ = [
     "ALFWorldEnv",
     "ALFWorldTask",
+    "AnyInstanceExpert",
+    "SearchingExpert",
     "TABLE_COLUMNS",
     "TASK_TYPES",
     "TASK_TYPE_LABELS",

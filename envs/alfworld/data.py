@@ -1,4 +1,4 @@
-"""Finding and unpacking ALFWorld games (environments.md §1.1, §3.2-§3.3), and the ``agentrl data alfworld`` command.
+"""Finding and unpacking ALFWorld games (docs/spec/environments.md §1.1, §3.2-§3.3), and the ``agentrl data alfworld`` command.
 
 Where the games are looked for, in order: an explicit ``data_dir``, else ``$ALFWORLD_DATA``, else
 ``~/.cache/alfworld`` (where ``alfworld-download`` writes). A data folder holds the standard layout
@@ -37,7 +37,7 @@ SPLIT_FOLDERS: dict[str, str] = {
     "eval_in_distribution": "valid_seen",
     "eval_out_of_distribution": "valid_unseen",
 }
-#: Playable games per split in the standard ALFWorld release (environments.md §1.1).
+#: Playable games per split in the standard ALFWorld release (docs/spec/environments.md §1.1).
 STANDARD_COUNTS: dict[str, int] = {"train": 3553, "eval_in_distribution": 140, "eval_out_of_distribution": 134}
 HOW_TO_GET = (
     "Get the games with `alfworld-download` (it writes to $ALFWORLD_DATA, default ~/.cache/alfworld), or unpack an "

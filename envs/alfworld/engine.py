@@ -1,5 +1,5 @@
 """The ALFWorld engine: textworld 1.7's TextWorld-PDDL ``PddlEnv`` with fast-downward, wrapped by alfworld 0.4.2's
-``AlfredDemangler`` and ``AlfredInfos`` (environments.md §3.3, §3.6), plus fast resets.
+``AlfredDemangler`` and ``AlfredInfos`` (docs/spec/environments.md §3.3, §3.6), plus fast resets.
 
 Why fast resets. ``PddlEnv.reset()`` rebuilds its ``PddlState`` from the PDDL text: fast-downward's Python translator
 runs twice (once plain, once optimised for replanning) and the SAS task is loaded into the C++ library. The

@@ -2,7 +2,7 @@
 
 The engine is textworld 1.7's TextWorld-PDDL with fast-downward and alfworld 0.4.2's wrappers
 (:mod:`agentrl.envs.alfworld.engine`); nothing of the game is re-implemented. What this env adds, following how
-verl-agent wraps ``AlfredTWEnv`` (environments.md §6, algorithms.md §1.2, §1.5, §3.2):
+verl-agent wraps ``AlfredTWEnv`` (docs/spec/environments.md §6, docs/spec/algorithms.md §1.2, §1.5, §3.2):
 
 * **Splits** ``train`` (``train/``, 3553 games), ``eval_in_distribution`` (``valid_seen/``, 140) and
   ``eval_out_of_distribution`` (``valid_unseen/``, 134), found as in :mod:`agentrl.envs.alfworld.data`. Task ids are

@@ -1,7 +1,7 @@
 """ALFWorld task metadata: the six task types, their table labels, and the room type of a scene.
 
 Task types are ALFRED's (``alfworld.agents.environment.alfred_tw_env.TASK_TYPES``); the short labels are the columns
-of the published ALFWorld tables (algorithms.md §3.4: Pick, Look, Clean, Heat, Cool, Pick2, then All). Room types
+of the published ALFWorld tables (docs/spec/algorithms.md §3.4: Pick, Look, Clean, Heat, Cool, Pick2, then All). Room types
 follow AI2-THOR's scene numbering (FloorPlan 1-30 kitchens, 201-230 living rooms, 301-330 bedrooms, 401-430
 bathrooms); the scene number is the last ``-``-separated field of an ALFRED task directory name
 (``look_at_obj_in_light-AlarmClock-None-DeskLamp-308`` is FloorPlan308, a bedroom).
@@ -100,7 +100,7 @@ def success_by_task_type(results: Iterable[tuple[str, bool]]) -> dict[str, float
     """Success rate (%) per table column and "All" from ``(task_type, won)`` pairs, in the published layout.
 
     ``task_type`` may be raw or a label. Columns with no episode are omitted; "All" is the micro-average over all
-    episodes (algorithms.md §3.4).
+    episodes (docs/spec/algorithms.md §3.4).
     """
     wins: dict[str, list[bool]] = defaultdict(list)
     every: list[bool] = []

@@ -31,7 +31,7 @@ def data_status() -> str | None:
 
     TextWorld needs no downloaded data: games are generated on first use. This checks, without importing
     textworld, that its engine pieces are installed: the package with its tw-make script and bundled Inform 7
-    compilers (environments.md §4), and jericho, which runs the compiled games.
+    compilers (docs/spec/environments.md §4), and jericho, which runs the compiled games.
     """
     from agentrl.envs.textworld.generation import tw_make_script
     from agentrl.errors import MissingDataError

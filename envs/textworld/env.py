@@ -1,7 +1,7 @@
 """TextWorld: games generated offline with textworld 1.7's ``tw-make`` (``agentrl/TextWorld-v0``, alias ``textworld``).
 
 A task set is one tw-make generator with fixed settings (see :mod:`agentrl.envs.textworld.generation`); a task
-is one seed. Games are generated on the first reset of their task (a few seconds each, environments.md §4) and
+is one seed. Games are generated on the first reset of their task (a few seconds each, docs/spec/environments.md §4) and
 cached on disk, or pre-built in parallel with ``agentrl data textworld``. They are played through textworld's
 own engine (``textworld.start``, what ``textworld.gym`` wraps) with ``EnvInfos(admissible_commands=True,
 won=True, ...)``, plus ``policy_commands=True`` when the env is built with ``expert`` or ``progress_labels``.
@@ -33,7 +33,7 @@ directory (``save``, ``script``) or quit, restart or restore the game behind tex
 (:data:`BLOCKED_COMMANDS`) are answered "That command is not available in this game." and change nothing.
 
 **Expert:** ``info["expert_action"]`` is the first of textworld's ``policy_commands``, the walkthrough re-planned
-from the current state, so it still wins after the agent wandered off (environments.md §4: replaying it won every
+from the current state, so it still wins after the agent wandered off (docs/spec/environments.md §4: replaying it won every
 generated game). It is None once the game is over or cannot be won any more.
 
 **Progress labels** (``progress_labels=True``): ``info["distance_to_goal"]`` is the number of those policy commands
@@ -74,7 +74,7 @@ from agentrl.errors import AgentRLError, ConfigError, MissingDataError
 SPLIT_SEED_BASE: dict[str, int] = {"train": 0, "eval_in_distribution": 1_000_000, "eval_out_of_distribution": 2_000_000}
 SEEDS_PER_SPLIT = 1_000_000
 
-#: tw-make settings used when none are given: the examples of environments.md §4.
+#: tw-make settings used when none are given: the examples of docs/spec/environments.md §4.
 DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {
     "custom": {"world_size": 5, "nb_objects": 10, "quest_length": 5},
     "tw-simple": {"rewards": "dense", "goal": "detailed"},

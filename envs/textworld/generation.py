@@ -1,7 +1,7 @@
 """Generating TextWorld games offline with textworld 1.7's own ``tw-make``, and caching them on disk.
 
 A game is fully described by a :class:`GameConfig` (the ``tw-make`` generator and its settings) and a seed.
-Following environments.md §4:
+Following docs/spec/environments.md §4:
 
 * **Generators.** ``custom`` (``--world-size``, ``--nb-objects``, ``--quest-length``, ...) and the registered
   challenges ``tw-simple``, ``tw-coin_collector``, ``tw-treasure_hunter``, ``tw-cooking``. Settings are validated

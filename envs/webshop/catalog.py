@@ -1,6 +1,6 @@
 """WebShop data: finding the files, loading products, drawing prices and building goals.
 
-Everything here follows environments.md §5.4 ("Product loading", "Price per product", "Goals"), which describes
+Everything here follows docs/spec/environments.md §5.4 ("Product loading", "Price per product", "Goals"), which describes
 ``load_products``, ``generate_product_prices`` and ``get_{synthetic,human}_goals`` of princeton-nlp/WebShop.
 
 Randomness. The original draws product prices and goal price caps from Python's *global* ``random`` state (so, in
@@ -32,7 +32,7 @@ DEFAULT_DIR = "~/.cache/webshop"
 
 #: WebShop's own file names per catalogue size (its ``data/`` folder). The human-instruction file is accepted under
 #: either name: WebShop's setup always downloads the full ``items_human_ins.json``; the project copy of the 1k set
-#: ships the 13 records that concern it as ``items_human_ins_1000.json`` (environments.md §1.2).
+#: ships the 13 records that concern it as ``items_human_ins_1000.json`` (docs/spec/environments.md §1.2).
 CATALOG_FILES: dict[str, dict[str, tuple[str, ...]]] = {
     "small": {
         "products": ("items_shuffle_1000.json",),
@@ -55,7 +55,7 @@ HOW_TO_GET = (
     f"(into {DEFAULT_DIR})."
 )
 
-#: Price caps offered to goals (§5.4 "Price cap").
+#: Price caps offered to goals (docs/spec/environments.md §5.4 "Price cap").
 PRICE_RANGE: tuple[float, ...] = tuple(10.0 * i for i in range(1, 100))
 #: A goal whose product is too expensive for two caps gets this bound and no price clause.
 NO_PRICE_CAP = 1_000_000.0
@@ -124,7 +124,7 @@ def default_data_status() -> str | None:
 # ---------------------------------------------------------------------------------------------------- products
 @dataclass(frozen=True)
 class Product:
-    """One catalogue product with the fields WebShop derives in ``load_products`` (§5.4 "Product loading")."""
+    """One catalogue product with the fields WebShop derives in ``load_products`` (docs/spec/environments.md §5.4 "Product loading")."""
 
     asin: str
     title: str  # ``Title`` (= name)
@@ -146,7 +146,7 @@ class Product:
 
     @property
     def search_text(self) -> str:
-        """The text WebShop indexes for this product (§5.4 "Indexed text")."""
+        """The text WebShop indexes for this product (docs/spec/environments.md §5.4 "Indexed text")."""
         option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in self.options.items())
         first_bullet = self.bullet_points[0] if self.bullet_points else ""
         return " ".join([self.title, self.description, first_bullet, option_text]).lower()
@@ -222,14 +222,14 @@ def load_products(files: WebShopFiles, *, human_goals: bool = False) -> list[Pro
 
 
 def draw_prices(products: Sequence[Product], rng: random.Random) -> dict[str, float]:
-    """The price of each product (§5.4 "Price per product"): a range gets a uniform draw, one price is kept."""
+    """The price of each product (docs/spec/environments.md §5.4 "Price per product"): a range gets a uniform draw, one price is kept."""
     return {p.asin: rng.uniform(*p.pricing[:2]) if len(p.pricing) > 1 else p.pricing[0] for p in products}
 
 
 # ------------------------------------------------------------------------------------------------------- goals
 @dataclass(frozen=True)
 class Goal:
-    """One shopping goal (§5.4 "Goals"). ``goal_options`` maps option name -> value for synthetic goals and is a
+    """One shopping goal (docs/spec/environments.md §5.4 "Goals"). ``goal_options`` maps option name -> value for synthetic goals and is a
     list of values for human goals, as in the original (the reward treats the two differently)."""
 
     asin: str

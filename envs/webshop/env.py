@@ -1,9 +1,9 @@
 """WebShop as a :class:`~agentrl.envs.TextEnv` (``agentrl/WebShop-v0``, alias ``webshop``).
 
-A clean-room WebShop (Yao et al. 2022) on the real product files, following environments.md §5.4: the catalogue,
+A clean-room WebShop (Yao et al. 2022) on the real product files, following docs/spec/environments.md §5.4: the catalogue,
 prices and goals of :mod:`.catalog`, BM25 search (:mod:`.search`), the text pages (:mod:`.pages`), the page state
 machine (:mod:`.session`) and the original score (:mod:`.reward`). Wrapped the way verl-agent trains on it
-(environments.md §6, algorithms.md §1.2):
+(docs/spec/environments.md §6, docs/spec/algorithms.md §1.2):
 
 * **Goals and splits.** Synthetic goals by default (6,910 for the 1k catalogue); ``goals="human"`` uses the human
   instructions instead. After the seeded shuffle, ``eval`` = goals[:500] and ``train`` = goals[500:]. A task id is

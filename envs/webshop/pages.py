@@ -1,4 +1,4 @@
-"""WebShop's pages as text: what each page shows and what can be clicked on it (environments.md §5.4 "Pages").
+"""WebShop's pages as text: what each page shows and what can be clicked on it (docs/spec/environments.md §5.4 "Pages").
 
 The original renders HTML templates and turns them into the ``text`` observation by joining every visible text node,
 stripped, with ``" [SEP] "``. Each function here builds the same sequence of text nodes directly. Two HTML details

@@ -1,4 +1,4 @@
-"""WebShop's score of a purchase: ``get_reward`` (environments.md §5.4 "Reward").
+"""WebShop's score of a purchase: ``get_reward`` (docs/spec/environments.md §5.4 "Reward").
 
 ::
 
@@ -254,7 +254,7 @@ NounsOf = Callable[[str], Sequence[str]]
 
 def title_score(purchased_name: str, goal_name: str, nouns: NounsOf = title_nouns) -> float:
     """The number of distinct nouns the titles share over the goal title's noun count (repeats included); 0.2 when
-    the goal title has none (§5.4 "r_type"). ``nouns``: the extractor (default: the spaCy table, then the rules)."""
+    the goal title has none (docs/spec/environments.md §5.4 "r_type"). ``nouns``: the extractor (default: the spaCy table, then the rules)."""
     wanted = nouns(goal_name)
     if not wanted:
         return 0.2

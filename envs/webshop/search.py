@@ -1,4 +1,4 @@
-"""WebShop search: BM25 over the product text with Lucene-like analysis, via ``bm25s`` (environments.md §5.4 "Search").
+"""WebShop search: BM25 over the product text with Lucene-like analysis, via ``bm25s`` (docs/spec/environments.md §5.4 "Search").
 
 The original serves a pyserini (Anserini/Lucene) index: BM25 with k1 = 0.9, b = 0.4 and Anserini's default English
 analyzer (StandardTokenizer, English possessive filter, lower-casing, Lucene's 33 English stop words, Porter

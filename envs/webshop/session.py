@@ -1,4 +1,4 @@
-"""One WebShop shopping session: the page state machine behind ``step`` (environments.md §5.4 "Actions").
+"""One WebShop shopping session: the page state machine behind ``step`` (docs/spec/environments.md §5.4 "Actions").
 
 This is WebShop's ``SimServer`` + ``SimBrowser`` for one user, without HTML:
 

@@ -18,7 +18,7 @@ _LAZY = {
     "train": "agentrl.trainer",
     "Trainer": "agentrl.trainer",
     "TrainResult": "agentrl.trainer",
-    "evaluate_model": "agentrl.trainer",
+    "evaluate_model": "agentrl.evaluation",
     "TrainConfig": "agentrl.config",
 }
 

@@ -57,8 +57,9 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def save_checkpoint(run_dir: Path, iteration: int, policy: Any, learner: Any, state: dict[str, Any],
-                    keep: int = 2) -> Path:
-    """Write checkpoint ``iteration`` of ``run_dir`` atomically and point ``latest`` at it; keep the newest ``keep``."""
+                    keep: int = 2, model_files: dict[str, str] | None = None) -> Path:
+    """Write checkpoint ``iteration`` of ``run_dir`` atomically and point ``latest`` at it; keep the newest ``keep``.
+    ``model_files``: text files (name → content) written beside the weights in ``model/``."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"iter-{iteration:06d}"
@@ -67,6 +68,8 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, learner: Any, st
     tmp.mkdir()
     policy.model.save_pretrained(tmp / "model", safe_serialization=True)
     policy.tokenizer.save_pretrained(tmp / "model")
+    for name, text in (model_files or {}).items():
+        (tmp / "model" / name).write_text(text)
     torch.save({"learner": learner.state_dict(), "torch_rng": torch.get_rng_state()}, tmp / "trainer.pt")
     full_state = {"iteration": iteration, "python_rng": _encode_python_rng(random.getstate()), **state}
     (tmp / "state.json").write_text(json.dumps(full_state, indent=1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -37,8 +38,7 @@ EnvArgs = Annotated[
     typer.Option(
         "--env-arg",
         "-e",
-        help="Environment constructor argument KEY=VALUE (VALUE parsed as YAML), repeatable; "
-        "e.g. -e data_dir=/data/alfworld -e max_steps=30.",
+        help="Env constructor argument KEY=VALUE (YAML value), repeatable: -e max_steps=30.",
     ),
 ]
 
@@ -71,7 +71,9 @@ def _make_env(name: str, env_args: list[str] | None, **extra: Any):
 # ---------------------------------------------------------------------------------------------------- listing
 @app.command("envs")
 def list_envs_command() -> None:
-    """List registered environments: alias, Gymnasium id, description, and whether their data is found."""
+    """List registered environments: alias, Gymnasium id, description, and whether they can run."""
+    from rich.markup import escape
+
     from agentrl import envs
 
     table = Table(title="agentrl environments")
@@ -79,8 +81,10 @@ def list_envs_command() -> None:
         table.add_column(column, overflow="fold")
     for entry in envs.list_envs():
         problem = entry.data_status()
-        table.add_row(entry.alias, entry.gym_id, entry.description,
-                      "[green]ready[/]" if problem is None else f"[red]missing[/]: {problem}")
+        broken = entry.build_problem() if problem is None else None
+        status = ("[green]ready[/]" if problem is None and broken is None else
+                  f"[red]broken[/]: {escape(broken)}" if broken else f"[red]missing[/]: {escape(problem)}")
+        table.add_row(entry.alias, entry.gym_id, entry.description, status)
     console.print(table)
 
 
@@ -104,17 +108,31 @@ def check_env_command(
     env: Annotated[str, typer.Argument(help="Environment alias, Gymnasium id, entry point or module:Class.")],
     env_args: EnvArgs = None,
 ) -> None:
-    """Run Gymnasium's env checker and agentrl's text-env contract checks on ENV."""
-    from agentrl.testing import ContractError, check_text_env
+    """Run Gymnasium's env checker and agentrl's text-env contract checks on ENV, then its expert if it has one."""
+    from agentrl.testing import ContractError, check_text_env, play_expert
 
     environment = _make_env(env, env_args)
     try:
-        check_text_env(environment)
+        notes = check_text_env(environment)
     except (ContractError, AssertionError) as exc:
         raise AgentRLError(f"{env} breaks the text-env contract: {exc}") from exc
     finally:
         environment.close()
+    for note in notes:
+        err_console.print(f"[yellow]note[/]: {note}")
     console.print(f"[green]{env}: passes check_text_env[/]")
+    try:
+        environment = _make_env(env, env_args, expert=True)
+    except ConfigError:  # an env class that takes no expert argument has no expert
+        return
+    try:
+        played = play_expert(environment)
+    except ContractError as exc:
+        raise AgentRLError(f"{env}'s expert fails: {exc}") from exc
+    finally:
+        environment.close()
+    if played is not None:
+        console.print(f"expert: won {played[0]} of {played[1]} episodes")
 
 
 @app.command("play")
@@ -167,11 +185,17 @@ def eval_command(
     model: Annotated[Optional[str], typer.Option(help="Evaluate a policy instead: a local model folder (e.g. a "
                                                  "checkpoint's model/) or a named offline model.")] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of --model (0: greedy).")] = 0.4,
-    mode: Annotated[Optional[str], typer.Option(help="--model acts by 'generate' (free text) or 'score' (best "
-                                                "admissible action by likelihood). Default: what the model's "
-                                                "agentrl.json recommends, else 'generate'.")] = None,
-    think: Annotated[Optional[bool], typer.Option(help="Ask --model for <think> before <action>. Default: what the "
-                                                  "model's agentrl.json recommends, else yes.")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="--model acts by 'generate' (free text) or 'score' (likeliest "
+                                                "admissible action); default: the model's agentrl.json.")] = None,
+    think: Annotated[Optional[bool], typer.Option(help="Ask --model for <think> before <action>; default: the "
+                                                  "model's agentrl.json.", show_default=False)] = None,
+    history_length: Annotated[Optional[int], typer.Option(min=0, help="Past steps in --model's prompt; default: the "
+                                                          "model's agentrl.json.")] = None,
+    action_memory: Annotated[Optional[int], typer.Option(min=0, help="Actions of older steps in --model's prompt; "
+                                                         "default: the model's agentrl.json.")] = None,
+    list_actions: Annotated[Optional[bool], typer.Option(help="List the admissible actions in --model's prompt; "
+                                                         "default: the model's agentrl.json.",
+                                                         show_default=False)] = None,
     split: Annotated[Optional[str], typer.Option(help="Split to evaluate on (default: the env's last split).")] = None,
     episodes: Annotated[Optional[int], typer.Option(min=1, help="Evaluate the first N tasks (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random agent, or of --model's sampling (T > 0).")] = 0,
@@ -195,19 +219,17 @@ def eval_command(
 
         import torch
 
-        from agentrl.config import AgentSection, from_dict
-        from agentrl.models import recommended_agent_settings
-        from agentrl.policy import configure_cpu_threads, default_cpu_threads
-        from agentrl.trainer import evaluate_model
+        from agentrl.config import resolve_agent_settings
+        from agentrl.evaluation import evaluate_model
+        from agentrl.hardware import configure_cpu_threads, default_cpu_threads
 
-        # Drive the model as it was trained to be driven (e.g. the embedded policy: no <think>, scoring mode, its
-        # history), as `agentrl train` does; what is given on the command line wins.
+        # Drive the model as it was trained to be driven (its agentrl.json), as `agentrl train` does; what is given
+        # on the command line wins.
         if mode not in (None, "generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
-        given = {key: value for key, value in (("mode", mode), ("think", think)) if value is not None}
-        settings = from_dict(AgentSection, {**recommended_agent_settings(model), **given}, "agent")
-        # The models.md threading trap: torch's default of one thread per core ran evaluations several times slower
-        # as soon as another job shared the 2 cores. The process ends after this command, so nothing is restored.
+        settings = resolve_agent_settings(model, {"mode": mode, "think": think, "history_length": history_length,
+                                                  "action_memory": action_memory, "list_actions": list_actions})
+        # agentrl.hardware's threading trap; the process ends after this command, so nothing is restored.
         configure_cpu_threads(threads or default_cpu_threads())
         err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
                           f"{settings.history_length}, action_memory {settings.action_memory}, list_actions "
@@ -232,6 +254,9 @@ def eval_command(
     environment = _make_env(env, env_args, **({"expert": True} if agent == "expert" else {}))
     base = environment.unwrapped
     split = split or base.splits[-1]
+    if agent == "expert" and environment.reset(options={"split": split, "task_index": 0})[1].get("expert_action") is None:
+        raise AgentRLError(f"{env} has no expert (info['expert_action'] is None after reset); use --agent random or "
+                           "--model")
     n_tasks = len(base.task_ids(split)) if episodes is None else min(episodes, len(base.task_ids(split)))
     with Progress(*columns, console=err_console) as progress:
         bar = progress.add_task(f"{env}/{split} {agent}", total=n_tasks, success=0.0)
@@ -270,23 +295,20 @@ def train_command(
                                                 "(default: the config's, else scpo).")] = None,
     model: Annotated[Optional[str], typer.Option(help="Policy: a local Hugging Face folder or a named offline model "
                                                  "('tiny-random').")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="YAML/TOML/JSON config file (sections env, algo, agent, "
-                                                   "model, rollout, generation, learner, run, vllm).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: --set rollout.group_size=4 "
-                                                      "(value parsed as YAML), repeatable.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML/TOML/JSON config file; its keys: `agentrl config`.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key (YAML value), repeatable: "
+                                                      "--set rollout.group_size=4.")] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<env>-<algo>-<time>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in --run-dir.")] = False,
-    generator: Annotated[Optional[str], typer.Option(help="Generation backend: 'hf' (the policy), 'vllm' (a vLLM "
-                                                     "engine; pip install 'agentrl[vllm]') or 'auto' (vLLM when "
-                                                     "installed and a GPU is present; the default).")] = None,
-    ray_address: Annotated[Optional[str], typer.Option(help="Run env workers as Ray actors: 'auto' joins the running "
-                                                       "cluster, 'local' starts a private one, or HOST:PORT "
-                                                       "(pip install 'agentrl[ray]').")] = None,
+    generator: Annotated[Optional[str], typer.Option(help="Generation backend: hf, vllm (pip install "
+                                                     "'agentrl\\[vllm]') or auto (vLLM if installed and on a GPU).")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Env workers as Ray actors: auto, local or HOST:PORT "
+                                                       "(pip install 'agentrl\\[ray]').")] = None,
     env_args: EnvArgs = None,
 ) -> None:
     """Train a policy on ENV with ALGO: grouped rollouts, per-step advantages, PPO-clip updates, checkpoints.
 
-    Several GPUs: launch with torchrun (docs/scaling.md), e.g. torchrun --nproc_per_node 4 -m agentrl.cli train ...
+    Every config key, its default and meaning: agentrl config. Several GPUs: torchrun (docs/scaling.md).
     """
     from agentrl.config import build_config
     from agentrl.trainer import Trainer
@@ -308,8 +330,32 @@ def train_command(
     trainer = Trainer(cfg, run_dir=run_dir, resume=resume, console=console)
     console.print(f"run directory: {trainer.run_dir}")
     result = trainer.train()
-    console.print(f"done: {result.iterations_done} iterations; metrics in {result.run_dir / 'metrics.jsonl'}, "
-                  f"curve in {result.run_dir / 'learning_curve.png'}")
+    console.print(f"{'stopped' if result.stopped_early else 'done'}: {result.iterations_done} iterations; metrics in "
+                  f"{result.run_dir / 'metrics.jsonl'}, curve in {result.run_dir / 'learning_curve.png'}")
+    if result.stopped_early:
+        raise typer.Exit(130)  # interrupted (SIGINT/SIGTERM): the shell's convention, so scripts can tell
+
+
+@app.command("config")
+def config_command(
+    section: Annotated[Optional[str], typer.Argument(help="Show one section only (env, algo, agent, model, rollout, "
+                                                     "generation, learner, run, vllm).")] = None,
+) -> None:
+    """List every training config key with its default and what it does (set with --config or --set KEY=VALUE)."""
+    from rich.markup import escape
+
+    from agentrl.config import describe_config
+
+    rows = [row for row in describe_config() if section is None or row[0].split(".")[0] == section]
+    if not rows:
+        sections = sorted({key.split(".")[0] for key, _, _ in describe_config()})
+        raise ConfigError(f"unknown config section {section!r}; known: {', '.join(sections)}")
+    table = Table(title="agentrl train config keys")
+    for column in ("key", "default", "description"):
+        table.add_column(column, overflow="fold")
+    for key, default, note in rows:
+        table.add_row(key, escape(repr(default)), escape(note))
+    console.print(table)
 
 
 @app.command("sft")
@@ -469,6 +515,8 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Console entry point: run the app, turning user errors into one line and exit code 2."""
     _quiet_libraries()
+    if "" not in sys.path and os.getcwd() not in sys.path:  # `module:Class` names resolve from here, as with python -m
+        sys.path.insert(0, os.getcwd())
     try:
         app()
     except AgentRLError as exc:

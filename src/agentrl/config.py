@@ -1,6 +1,6 @@
 """Typed configuration for training runs: dataclasses with the reference defaults, YAML/TOML files, ``--set`` overrides.
 
-Defaults follow verl-agent's ALFWorld setup (algorithms.md §1.6) except where a CPU run needs smaller numbers, which
+Defaults follow verl-agent's ALFWorld setup (docs/spec/algorithms.md §1.6) except where a CPU run needs smaller numbers, which
 the field comments say. A config is built from nested dicts by :func:`from_dict`, which rejects unknown keys and
 wrong types with one clear message naming the key, so a typo never silently falls back to a default.
 """
@@ -8,6 +8,7 @@ wrong types with one clear message naming the key, so a typo never silently fall
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tomllib
 import types
@@ -19,8 +20,174 @@ from typing import Any, Literal
 import yaml
 
 from agentrl.errors import ConfigError
-from agentrl.learner import LearnerConfig
-from agentrl.policy import GenerationConfig, LoraSettings
+
+
+# ------------------------------------------------------------------------------------------ generation, LoRA, learner
+@dataclass
+class GenerationConfig:
+    """Sampling parameters for one turn. Defaults follow docs/spec/algorithms.md §1.6 (rollout)."""
+
+    max_new_tokens: int = 512
+    """Per-turn budget. A reply that reaches it without an end-of-turn token is flagged ``truncated``."""
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0  #: nucleus sampling: the smallest set of tokens holding this much probability (1: off)
+    top_k: int = -1
+    """-1 disables top-k."""
+    max_prompt_tokens: int = 2048
+    """Longer prompts keep their last ``max_prompt_tokens`` tokens and are flagged ``prompt_truncated``."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Extra ids that end a reply, besides the tokenizer's and the model's end-of-sequence ids."""
+    batch_size: int | None = None
+    """Most prompts decoded together; ``None`` decodes all at once. Chunks group prompts of similar length."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.max_prompt_tokens < 1:
+            raise ConfigError(f"max_prompt_tokens must be >= 1, got {self.max_prompt_tokens}")
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k != -1 and self.top_k < 1:
+            raise ConfigError(f"top_k must be -1 (off) or >= 1, got {self.top_k}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1 or None, got {self.batch_size}")
+        self.stop_token_ids = tuple(int(i) for i in self.stop_token_ids)
+
+
+@dataclass
+class LoraSettings:
+    """LoRA through ``peft``. The reference policy of the learner is then the base model with the adapter off."""
+
+    r: int = 32  #: rank of the adapter matrices
+    alpha: int = 32  #: scale: the update is multiplied by alpha / r
+    dropout: float = 0.0  #: dropout on the adapter's input
+    target_modules: str | tuple[str, ...] = "all-linear"
+    """Module names to adapt, or ``"all-linear"`` (every linear layer except the output head)."""
+
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise ConfigError(f"LoRA rank r must be >= 1, got {self.r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not isinstance(self.target_modules, str):
+            self.target_modules = tuple(self.target_modules)
+
+    def to_peft_config(self):
+        from peft import LoraConfig
+
+        targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return LoraConfig(task_type="CAUSAL_LM", r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                          target_modules=targets)
+
+
+@dataclass
+class LearnerConfig:
+    """Optimizer and loss settings. Defaults: docs/spec/algorithms.md §1.4 and §1.6 (ALFWorld column)."""
+
+    lr: float = 1e-6  #: AdamW learning rate
+    weight_decay: float = 0.01  #: AdamW weight decay
+    betas: tuple[float, float] = (0.9, 0.999)  #: AdamW betas
+    adam_eps: float = 1e-8  #: AdamW epsilon
+    grad_clip: float | None = 1.0
+    """Max global gradient norm; ``None`` disables clipping (the norm is still reported)."""
+    clip_low: float = 0.2  #: PPO ratio clip below 1 (1 - clip_low)
+    clip_high: float = 0.2
+    """PPO ratio clip above 1 (1 + clip_high); 0.28 gives the DAPO-style "clip-higher" variant."""
+    dual_clip: float | None = 3.0  #: bound on the loss of negative-advantage tokens whose ratio grew (None: off)
+    kl_coef: float = 0.01
+    """β of the low-variance KL to the reference policy; 0 skips the reference entirely (no copy, no forward)."""
+    entropy_coef: float = 0.001  #: weight of the entropy bonus
+    temperature: float | None = None
+    """The rollout temperature: new log-probs are computed from ``logits / temperature`` (scoring mode: from
+    ``seq_logliks / temperature``) so that they match the sampled ones. 0 and ``None`` are read as 1; in a
+    :class:`TrainConfig`, ``None`` means ``generation.temperature`` and any other value must equal it."""
+    mini_batch_size: int = 256
+    """Rows per optimizer step."""
+    micro_batch_size: int = 32
+    """Rows per forward/backward pass (a memory knob)."""
+    ppo_epochs: int = 1  #: passes over an iteration's rows
+    shuffle: bool = True  #: shuffle the rows into mini-batches (seeded)
+    seed: int = 0  #: seed of the shuffle
+    bf16: bool | Literal["auto"] = "auto"
+    """bf16 autocast for the learner's forward passes; ``"auto"``: where the hardware supports it natively and,
+    on a CPU, only for models wide enough to gain (:func:`agentrl.learner.bf16_autocast_pays`)."""
+    recompute_old_logprobs: bool | Literal["auto"] = "auto"
+    """Recompute the old log-probs with one no-grad pass before the first step instead of using the sampled ones
+    (verl always does). ``"auto"``: only when bf16 autocast is on, since generation runs in the model's own dtype
+    and the ratio would otherwise start away from 1, or when a vLLM generator samples with ``top_p``/``top_k``
+    truncation (it reports the truncated distribution's log-probs)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, about a third more compute)."""
+    skip_zero_advantage: bool = False
+    """Leave rows whose advantage is exactly 0 out of the update. They carry no policy-gradient signal, only the
+    entropy and KL terms, and with step-level credit on sparse rewards they are most rows (every step of a group
+    whose attempts all failed): skipping them cuts the learner's time several-fold. It changes the loss only
+    through those regularisers and the token mean's denominator. Related: DAPO's dynamic sampling
+    (arXiv:2503.14476), which drops groups whose outcomes are all equal."""
+    token_mean_scope: Literal["micro_batch", "mini_batch"] = "micro_batch"
+    """``"micro_batch"`` (verl at the pinned commit, docs/spec/algorithms.md §1.4): each micro-batch's token mean, divided by the number
+    of micro-batches. ``"mini_batch"``: one token mean over the whole mini-batch, so the step does not depend on
+    ``micro_batch_size``."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.lr >= 0, f"lr must be >= 0, got {self.lr}"),
+            (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}"),
+            (self.grad_clip is None or self.grad_clip > 0, f"grad_clip must be > 0 or None, got {self.grad_clip}"),
+            (0 <= self.clip_low < 1, f"clip_low must be in [0, 1), got {self.clip_low}"),
+            (self.clip_high >= 0, f"clip_high must be >= 0, got {self.clip_high}"),
+            (self.dual_clip is None or self.dual_clip > 1, f"dual_clip must be > 1 or None, got {self.dual_clip}"),
+            (self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}"),
+            (self.temperature is None or self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),
+            (self.mini_batch_size >= 1, f"mini_batch_size must be >= 1, got {self.mini_batch_size}"),
+            (self.micro_batch_size >= 1, f"micro_batch_size must be >= 1, got {self.micro_batch_size}"),
+            (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
+            (self.bf16 in (True, False, "auto"), f"bf16 must be true, false or 'auto', got {self.bf16!r}"),
+            (self.recompute_old_logprobs in (True, False, "auto"),
+             f"recompute_old_logprobs must be true, false or 'auto', got {self.recompute_old_logprobs!r}"),
+            (self.token_mean_scope in ("micro_batch", "mini_batch"),
+             f"token_mean_scope must be 'micro_batch' or 'mini_batch', got {self.token_mean_scope!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+
+
+@dataclass
+class SFTConfig:
+    """Supervised fine-tuning on demonstrations (:func:`agentrl.sft.sft`)."""
+
+    mode: str = "score"
+    """``"score"`` (choice among the admissible actions), ``"generate"`` (the reply's tokens) or ``"both"``."""
+    epochs: int = 1
+    lr: float = 1e-3
+    batch_size: int = 16
+    seed: int = 0
+    weight_decay: float = 0.0
+    bf16: bool | Literal["auto"] = "auto"
+    """Autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
+    (:func:`agentrl.learner.bf16_autocast_pays`)."""
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    """``"cosine"``: linear warm-up over ``warmup_fraction`` of the steps, then a cosine decay to
+    ``min_lr_ratio × lr`` (the usual recipe for training a small model from scratch)."""
+    warmup_fraction: float = 0.02
+    min_lr_ratio: float = 0.1
+    length_buckets: bool = False
+    """Batch prompts of similar length (less padding). Random batches fit better: in an episode's demonstrations
+    length follows the step number, so buckets correlate a batch's rows (on Crafting the loss stayed at 0.98 after
+    3 epochs where random batches reach 0.67; bench/learning.py's warm start: 6% against 15% eval success)."""
+    micro_batch_tokens: int = 2048
+    """At most this many padded tokens per micro-batch of rows of similar width (0: the whole batch in one pass)."""
+    prompt_loss_weight: float = 0.0
+    """Add this weight times the mean next-token NLL of each prompt's own tokens (``score``/``both`` modes). A
+    reply carries ~10 supervised tokens and its prompt ~350 more, full of copies; the weight trains the heads that
+    copy a word from earlier in the prompt. Validation with :func:`agentrl.sft.sft_loss` leaves it out."""
+    checkpoint_every: int = 0
+    """Also checkpoint every this many steps (0: after every epoch only), when a checkpoint folder is given."""
 
 
 @dataclass
@@ -40,7 +207,7 @@ class AlgoSection:
 
 @dataclass
 class AgentSection:
-    history_length: int = 2  #: past (observation, action) steps in the prompt (§1.5)
+    history_length: int = 2  #: past (observation, action) steps in the prompt (docs/spec/algorithms.md §1.5)
     action_memory: int = 0  #: env actions of up to this many older steps, one line in the prompt (0: the reference)
     list_actions: bool = True  #: list the admissible actions in the prompt (the reference); a scoring policy need not
     think: bool = True  #: ask for <think>…</think> before <action>; off for tiny models
@@ -57,8 +224,8 @@ class ModelSection:
 
 @dataclass
 class RolloutSection:
-    tasks_per_iteration: int = 16  #: N distinct tasks per iteration (§1.1)
-    group_size: int = 8  #: G attempts per task from the same initial state (§1.1)
+    tasks_per_iteration: int = 16  #: N distinct tasks per iteration (docs/spec/algorithms.md §1.1)
+    group_size: int = 8  #: G attempts per task from the same initial state (docs/spec/algorithms.md §1.1)
     workers: int = 2  #: env worker processes; 0 runs envs in the trainer's process
     overlap_env_steps: bool = True  #: two waves of episodes: envs step one while the policy acts for the other
     prefetch_resets: bool = True  #: send the next iteration's resets before the learner runs: workers reset meanwhile
@@ -70,17 +237,17 @@ class RolloutSection:
 @dataclass
 class RunSection:
     output_dir: str | None = None  #: default: runs/<env>-<algo>-<timestamp>
-    iterations: int = 150  #: training iterations (§1.6)
-    seed: int = 0
+    iterations: int = 150  #: training iterations (docs/spec/algorithms.md §1.6)
+    seed: int = 0  #: seed of task draws, sampling and initialisation
     eval_every: int = 5  #: iterations between evaluations (0: never)
     eval_episodes: int = 32  #: tasks of the eval split, one episode each
-    eval_temperature: float = 0.4  #: §1.6
+    eval_temperature: float = 0.4  #: docs/spec/algorithms.md §1.6
     eval_before_train: bool = False  #: evaluate the starting policy first, logged as iteration 0 (verl's val_before_train)
     save_every: int = 1  #: iterations between checkpoints
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = 2  #: newest checkpoints kept on disk
     sample_trajectories: int = 4  #: trajectories per iteration written to trajectories.jsonl
     sample_groups: int = 2  #: whole rollout groups per iteration (mixed first) in groups.jsonl, for `agentrl inspect`
-    torch_threads: int | None = None  #: None: 1 with env workers or <= 2 cores, else all cores (models.md threading trap)
+    torch_threads: int | None = None  #: None: 1 with env workers or <= 2 cores, else all cores (CPU threading trap: src/agentrl/hardware.py)
     max_nonfinite_updates: int = 3  #: consecutive NaN/inf updates before the run stops
     ray_address: str | None = None  #: env workers as Ray actors: "auto" joins a running cluster, "local" starts one
 
@@ -129,6 +296,13 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        # The learner's ratio compares the tempered distribution the rollouts sampled from.
+        if self.learner.temperature is None:
+            self.learner.temperature = self.generation.temperature
+        elif self.learner.temperature != self.generation.temperature:
+            raise ConfigError(f"learner.temperature ({self.learner.temperature}) must equal generation.temperature "
+                              f"({self.generation.temperature}), the distribution the rollouts sampled from; leave "
+                              "it unset")
         return self
 
 
@@ -192,6 +366,11 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where} must be a number, got {value!r}")
         return float(value)
@@ -254,7 +433,7 @@ def build_config(file: str | Path | None = None, overrides: dict[str, Any] | Non
     CPU). A model folder's ``agentrl.json`` may recommend agent settings (the embedded policy was trained without
     ``<think>``); anything set explicitly wins over them.
     """
-    from agentrl.models import default_model, recommended_agent_settings
+    from agentrl.models.registry import default_model, recommended_agent_settings
 
     data: dict[str, Any] = dict(base or {})
     if file is not None:
@@ -272,6 +451,15 @@ def build_config(file: str | Path | None = None, overrides: dict[str, Any] | Non
     return from_dict(TrainConfig, data).validate()
 
 
+def resolve_agent_settings(model: str | None, given: dict[str, Any] | None = None) -> AgentSection:
+    """How ``model`` is driven: :class:`AgentSection`'s defaults ← the model folder's ``agentrl.json`` ← ``given``
+    (``None`` values ignored). The rule :func:`build_config` applies to training, here for one model."""
+    from agentrl.models.registry import recommended_agent_settings
+
+    chosen = {key: value for key, value in (given or {}).items() if value is not None}
+    return from_dict(AgentSection, {**recommended_agent_settings(model), **chosen}, "agent")
+
+
 def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for key, value in b.items():
@@ -281,3 +469,51 @@ def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def save_config(config: TrainConfig, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+# ---------------------------------------------------------------------------------------------------- reference
+def describe_config(cls: type = None, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """Every key of ``cls`` (default :class:`TrainConfig`) as ``(dotted key, default, description)``, nested
+    sections flattened; the description is the field's comment (``#:``) or docstring in this module, first line."""
+    cls = cls or TrainConfig
+    notes = _field_notes()
+    hints = typing.get_type_hints(cls)
+    rows: list[tuple[str, Any, str]] = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        key = _join(prefix, f.name)
+        nested = next((t for t in _options(hints[f.name]) if dataclasses.is_dataclass(t)), None)
+        if nested is not None:
+            rows.extend(describe_config(nested, key))
+            if default is None:  # an optional section (model.lora): off unless set
+                rows.append((key, None, notes.get((cls.__name__, f.name), "")))
+            continue
+        rows.append((key, default, notes.get((cls.__name__, f.name), "")))
+    return rows
+
+
+def _options(tp: Any) -> tuple[Any, ...]:
+    return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
+@functools.lru_cache(maxsize=1)
+def _field_notes() -> dict[tuple[str, str], str]:
+    """(class, field) → the first line of the ``#:`` comment on the field's line or of the docstring after it."""
+    import ast
+
+    source = Path(__file__).read_text()
+    lines = source.splitlines()
+    notes: dict[tuple[str, str], str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for statement, following in zip(node.body, [*node.body[1:], None]):
+            if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+                continue
+            _, hash_, comment = lines[statement.lineno - 1].partition("#:")
+            text = comment.strip() if hash_ else ""
+            if not text and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) \
+                    and isinstance(following.value.value, str):
+                text = " ".join(following.value.value.split())
+            notes[node.name, statement.target.id] = text
+    return notes

@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from agentrl.learner import LOSS_STATS, Learner, TrainingSample
+from agentrl.learner import LOSS_STATS, Learner
+from agentrl.records import RolloutBatch
 
 __all__ = ["DistInfo", "DistributedLearner", "all_ranks_agree", "gather_objects", "gather_rollouts",
            "init_distributed"]
@@ -95,14 +96,12 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
-def gather_rollouts(batch: Any) -> Any:
-    """Merge every rank's :class:`~agentrl.rollout.RolloutBatch` into one, identical on every rank.
+def gather_rollouts(batch: RolloutBatch) -> RolloutBatch:
+    """Merge every rank's :class:`~agentrl.records.RolloutBatch` into one, identical on every rank.
 
     Trajectories are concatenated in rank order; counts (dropped trajectories, tokens, steps) are summed and times
     are the slowest rank's (the ranks work in parallel).
     """
-    from agentrl.rollout import RolloutBatch
-
     batches = gather_objects(batch)
     stats: dict[str, float] = {}
     for b in batches:
@@ -161,30 +160,14 @@ class DistributedLearner(Learner):
             for tensor in self.model.state_dict().values():
                 dist.broadcast(tensor, src=0)
 
-    def _optimizer_step(self, samples: list[TrainingSample], old_per_sample: list[torch.Tensor],
-                        micro_batches: list[list[int]]) -> tuple[dict[str, tuple[float, float]] | None, float]:
-        """This rank's micro-batches (every ``world_size``-th), one gradient all-reduce, the same step everywhere."""
-        dist, config = self._dist, self.config
-        self.optimizer.zero_grad(set_to_none=True)
-        mini_tokens = sum(samples[i].n_loss_tokens for micro in micro_batches for i in micro)
-        sums = {key: 0.0 for key in LOSS_STATS}
-        weight = 0.0
-        bad = 0.0
-        for micro in micro_batches[self.rank::self.world_size]:
-            batch = [samples[i] for i in micro]
-            old = torch.cat([old_per_sample[i] for i in micro]).to(self.device)
-            loss, stats = self._micro_batch_loss(batch, old)
-            if not torch.isfinite(loss):
-                bad = 1.0
-                break
-            micro_tokens = sum(s.n_loss_tokens for s in batch)
-            # The single-process scaling, with the *global* micro-batch count / token count.
-            scale = micro_tokens / mini_tokens if config.token_mean_scope == "mini_batch" else 1.0 / len(micro_batches)
-            (loss * scale).backward()
-            for key in LOSS_STATS:
-                sums[key] += stats[key] * micro_tokens
-            weight += micro_tokens
+    def _own_micro_batches(self, micro_batches: list[list[int]]) -> list[list[int]]:
+        """Every ``world_size``-th micro-batch, from this rank's index; the scaling stays the single-process one."""
+        return micro_batches[self.rank::self.world_size]
 
+    def _reduce_gradients(self, finite: bool, weight: float,
+                          sums: dict[str, float]) -> tuple[bool, float, dict[str, float]]:
+        """One all-reduce of the gradients (in buckets) and one of the loss statistics: the same step everywhere."""
+        dist = self._dist
         device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
         grads = []
         for p in self.parameters:
@@ -198,13 +181,8 @@ class DistributedLearner(Learner):
             for g in bucket:
                 g.copy_(flat[offset:offset + g.numel()].view_as(g))
                 offset += g.numel()
-        tail = torch.tensor([bad, weight, *(sums[key] for key in LOSS_STATS)], dtype=torch.float64, device=device)
+        tail = torch.tensor([0.0 if finite else 1.0, weight, *(sums[key] for key in LOSS_STATS)],
+                            dtype=torch.float64, device=device)
         dist.all_reduce(tail)
         bad_total, weight_total, *stat_sums = tail.tolist()
-        if bad_total > 0 or weight_total == 0:
-            self.optimizer.zero_grad(set_to_none=True)
-            return None, float("nan")
-        grad_norm = self._clip_and_step()
-        if grad_norm is None:
-            return None, float("nan")
-        return {key: (value / weight_total, weight_total) for key, value in zip(LOSS_STATS, stat_sums)}, grad_norm
+        return bad_total == 0, weight_total, dict(zip(LOSS_STATS, stat_sums))

@@ -13,7 +13,7 @@ slot it held fails the same way. ``workers=0`` runs the envs in the calling proc
 used by tests and tiny runs).
 
 Workers import no torch and limit BLAS/OpenMP threads to one: on a 2-core machine an env worker that spins
-threads slows the learner tenfold (models.md, "CPU threading trap").
+threads slows the learner tenfold (CPU threading trap: src/agentrl/hardware.py).
 """
 
 from __future__ import annotations

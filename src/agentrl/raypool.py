@@ -31,7 +31,7 @@ __all__ = ["RayEnvPool", "connect", "shutdown_if_started"]
 
 RAY_INSTALL_HINT = "install the Ray extra: `pip install 'agentrl[ray]'` (on the driver and on every node)"
 
-#: Env workers limit BLAS/OpenMP to one thread, as EnvPool's processes do (models.md, "CPU threading trap").
+#: Env workers limit BLAS/OpenMP to one thread, as EnvPool's processes do (CPU threading trap: src/agentrl/hardware.py).
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "TOKENIZERS_PARALLELISM": "false"}
 

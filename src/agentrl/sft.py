@@ -31,7 +31,7 @@ import torch
 
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, restore_rng, save_checkpoint
-from agentrl.config import AgentSection, from_dict
+from agentrl.config import AgentSection, SFTConfig, from_dict
 from agentrl.errors import AgentRLError
 from agentrl.models import AGENT_SETTINGS_FILE, recommended_agent_settings, resolve_model
 from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, token_log_probs
@@ -151,74 +151,148 @@ def _load_weights(model: torch.nn.Module, folder: Path) -> None:
     model.load_state_dict(saved.state_dict())
 
 
-def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", epochs: int = 1, lr: float = 1e-3,
-        batch_size: int = 16, seed: int = 0, weight_decay: float = 0.0, bf16: bool | str = "auto",
-        lr_schedule: str = "constant", warmup_fraction: float = 0.02, min_lr_ratio: float = 0.1,
-        length_buckets: bool = False, on_epoch: Callable[[int, float], None] | None = None,
-        on_step: Callable[[int, int, float], None] | None = None, checkpoint_dir: str | Path | None = None,
-        checkpoint_every: int = 0, micro_batch_tokens: int = 2048, prompt_loss_weight: float = 0.0) -> list[float]:
-    """Fit ``policy`` to the demonstrations with AdamW; returns the mean loss of each epoch.
+def sft(policy: HFPolicy, demos: list[Demonstration], config: SFTConfig | None = None, *,
+        checkpoint_dir: str | Path | None = None, on_epoch: Callable[[int, float], None] | None = None,
+        on_step: Callable[[int, int, float], None] | None = None, **overrides: Any) -> list[float]:
+    """Fit ``policy`` to the demonstrations with AdamW (:class:`~agentrl.config.SFTConfig`, whose fields may also
+    be given as keyword ``overrides``); returns the mean loss of each epoch.
 
-    ``bf16``: autocast the forward passes to bf16; ``"auto"`` follows the learner's rule
-    (:func:`agentrl.learner.bf16_autocast_pays`: native bf16, and on a CPU a model wide enough to gain).
-    ``lr_schedule``: ``"constant"``, or ``"cosine"``: linear warm-up over ``warmup_fraction`` of the steps, then a
-    cosine decay to ``min_lr_ratio × lr`` (the usual recipe for training a small model from scratch).
-    Batches are drawn at random (seeded); ``length_buckets`` groups prompts of similar length instead, which saves
-    padding but correlates a batch's rows (in an episode's demonstrations, length follows the step number): on
-    Crafting it left the loss at 0.98 after 3 epochs where random batches reach 0.67 (bench/learning.py's warm
-    start: 6% against 15% eval success). Each batch is computed in micro-batches of rows of similar width, at most
-    ``micro_batch_tokens`` padded tokens each, with gradient accumulation (0: the whole batch in one pass): the same
-    step, without the padding a random batch's widest row imposes on the others. ``on_step(step, total_steps,
-    loss)`` reports progress.
-
-    ``prompt_loss_weight``: add this weight times the mean next-token NLL of each prompt's own tokens (``score`` and
-    ``both`` modes; the same forward pass). A reply carries ~10 supervised tokens and its prompt ~350 more, full of
-    copies (the task line again in the first observation, an action's object in the next observation, a place's
-    name in "On the countertop 1, you see"): the weight trains the heads that copy a word from earlier in the
-    prompt, which choosing the task's object among those in sight needs (OpenAI's fine-tuning API had the same
-    knob, ``prompt_loss_weight``; transformers' Trainer trains on the whole sequence by default). The returned
-    losses include it; validation with :func:`sft_loss` does not.
+    Batches are drawn at random (seeded); each is computed in micro-batches of rows of similar width with gradient
+    accumulation. ``on_step(step, total_steps, loss)`` reports progress; ``on_epoch(epoch, loss)`` is called for
+    the epochs finished in this call (the returned losses cover all epochs).
 
     ``checkpoint_dir``: write checkpoints under ``checkpoint_dir/checkpoints/`` (weights, optimizer state, progress;
     the atomic layout of :mod:`agentrl.checkpoint`) after every epoch and every ``checkpoint_every`` steps, and
     start from the latest one found there: an interrupted run continues where it stopped, with the same batches and
-    learning rates, and ends with the weights an uninterrupted run would have. ``on_epoch`` is called for the
-    epochs finished in this call; the returned losses cover all epochs. A checkpoint written for other data or
-    settings is refused.
+    learning rates, and ends with the weights an uninterrupted run would have. A checkpoint written for other data
+    or settings is refused.
     """
     from agentrl.learner import bf16_autocast_pays
 
-    _check_mode(mode, bf16)
-    if prompt_loss_weight < 0 or (prompt_loss_weight > 0 and mode == "generate"):
-        raise AgentRLError(f"prompt_loss_weight must be >= 0, and 0 in 'generate' mode; got {prompt_loss_weight!r} "
-                           f"with mode {mode!r}")
-    if lr_schedule not in ("constant", "cosine"):
-        raise AgentRLError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
+    config = _sft_config(config, overrides)
     model = policy.model
     device = next(model.parameters()).device
-    autocast = bf16 is True or (bf16 == "auto" and bf16_autocast_pays(model))
+    autocast = config.bf16 is True or (config.bf16 == "auto" and bf16_autocast_pays(model))
     model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
-                                  weight_decay=weight_decay)
-    total_steps = epochs * math.ceil(len(demos) / batch_size)
-    warmup = max(1, int(warmup_fraction * total_steps))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    total_steps = config.epochs * math.ceil(len(demos) / config.batch_size)
+    settings = _checkpoint_settings(config, demos)
+    progress = _SFTProgress()
+    if checkpoint_dir is not None:
+        progress.resume(Path(checkpoint_dir), settings, model, optimizer)
 
-    def lr_at(step: int) -> float:
-        if lr_schedule == "constant":
-            return lr
-        if step < warmup:
-            return lr * (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+    def save(step: int, total: float, count: int) -> None:
+        save_checkpoint(Path(checkpoint_dir), step, policy, optimizer, {
+            "settings": settings, "losses": progress.losses, "epoch_total": total, "epoch_count": count})
 
-    settings = {"demonstrations": _fingerprint(demos), "mode": mode, "epochs": epochs, "lr": lr,
-                "batch_size": batch_size, "seed": seed, "weight_decay": weight_decay, "lr_schedule": lr_schedule,
-                "warmup_fraction": warmup_fraction, "min_lr_ratio": min_lr_ratio, "length_buckets": length_buckets,
-                "micro_batch_tokens": micro_batch_tokens,
-                **({"prompt_loss_weight": prompt_loss_weight} if prompt_loss_weight else {})}
-    resume_step, losses, resumed_total, resumed_count = 0, [], 0.0, 0
-    latest = find_latest(Path(checkpoint_dir)) if checkpoint_dir is not None else None
-    if latest is not None:
+    rng = random.Random(config.seed)
+    order = list(range(len(demos)))
+    step, resume_step = 0, progress.step
+    for epoch in range(config.epochs):
+        # The shuffles are replayed for the epochs a resumed run skips, so the remaining batches are the same.
+        rng.shuffle(order)
+        if config.length_buckets:
+            batches = _length_batches(demos, order, config.batch_size)
+            rng.shuffle(batches)
+        else:
+            batches = [order[i:i + config.batch_size] for i in range(0, len(order), config.batch_size)]
+        if step + len(batches) <= resume_step:
+            step += len(batches)
+            continue
+        total, count = (progress.epoch_total, progress.epoch_count) if step < resume_step else (0.0, 0)
+        for indices in batches:
+            if step < resume_step:
+                step += 1
+                continue
+            for group in optimizer.param_groups:
+                group["lr"] = _lr_at(config, step, total_steps)
+            loss = _sft_step(model, optimizer, demos, indices, config, device, autocast)
+            total += loss * len(indices)
+            count += len(indices)
+            step += 1
+            if on_step is not None:
+                on_step(step, total_steps, loss)
+            if checkpoint_dir is not None and config.checkpoint_every > 0 and step % config.checkpoint_every == 0 \
+                    and count < len(demos):
+                save(step, total, count)
+        progress.losses.append(total / max(count, 1))
+        if on_epoch is not None:
+            on_epoch(epoch, progress.losses[-1])
+        if checkpoint_dir is not None:
+            save(step, 0.0, 0)
+    model.eval()
+    return progress.losses
+
+
+def _sft_config(config: SFTConfig | None, overrides: dict[str, Any]) -> SFTConfig:
+    """``config`` (default: the defaults) with ``overrides`` applied, checked."""
+    known = {f.name for f in dataclasses.fields(SFTConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"sft() got unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    config = dataclasses.replace(config or SFTConfig(), **overrides)
+    _check_mode(config.mode, config.bf16)
+    if config.prompt_loss_weight < 0 or (config.prompt_loss_weight > 0 and config.mode == "generate"):
+        raise AgentRLError(f"prompt_loss_weight must be >= 0, and 0 in 'generate' mode; got "
+                           f"{config.prompt_loss_weight!r} with mode {config.mode!r}")
+    if config.lr_schedule not in ("constant", "cosine"):
+        raise AgentRLError(f"lr_schedule must be 'constant' or 'cosine', got {config.lr_schedule!r}")
+    return config
+
+
+def _lr_at(config: SFTConfig, step: int, total_steps: int) -> float:
+    """``lr_schedule``: constant, or a linear warm-up then a cosine decay to ``min_lr_ratio × lr``."""
+    if config.lr_schedule == "constant":
+        return config.lr
+    warmup = max(1, int(config.warmup_fraction * total_steps))
+    if step < warmup:
+        return config.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _sft_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, demos: list[Demonstration],
+              indices: list[int], config: SFTConfig, device: torch.device, autocast: bool) -> float:
+    """One optimizer step on the batch ``indices`` (micro-batches with gradient accumulation); its mean loss."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = 0.0
+    for micro in _micro_batches(demos, indices, config.mode, config.micro_batch_tokens):
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+            part = _batch_loss(model, [demos[i] for i in micro], config.mode, config.prompt_loss_weight) * (
+                len(micro) / len(indices))
+        part.backward()
+        loss += float(part.detach())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss
+
+
+def _checkpoint_settings(config: SFTConfig, demos: list[Demonstration]) -> dict[str, Any]:
+    """What a checkpoint must have been written with to be resumed: the data's fingerprint and the settings."""
+    return {"demonstrations": _fingerprint(demos), "mode": config.mode, "epochs": config.epochs, "lr": config.lr,
+            "batch_size": config.batch_size, "seed": config.seed, "weight_decay": config.weight_decay,
+            "lr_schedule": config.lr_schedule, "warmup_fraction": config.warmup_fraction,
+            "min_lr_ratio": config.min_lr_ratio, "length_buckets": config.length_buckets,
+            "micro_batch_tokens": config.micro_batch_tokens,
+            **({"prompt_loss_weight": config.prompt_loss_weight} if config.prompt_loss_weight else {})}
+
+
+@dataclass
+class _SFTProgress:
+    """Where an SFT run stands: steps done, per-epoch losses, and the running sums of the epoch in progress."""
+
+    step: int = 0
+    losses: list[float] = dataclasses.field(default_factory=list)
+    epoch_total: float = 0.0
+    epoch_count: int = 0
+
+    def resume(self, checkpoint_dir: Path, settings: dict[str, Any], model: torch.nn.Module,
+               optimizer: torch.optim.Optimizer) -> None:
+        """Continue from the latest checkpoint under ``checkpoint_dir``, if any, refusing one of other settings."""
+        latest = find_latest(checkpoint_dir)
+        if latest is None:
+            return
         checkpoint = load_checkpoint(latest)
         changed = sorted(k for k in settings if checkpoint.state.get("settings", {}).get(k) != settings[k])
         if changed:
@@ -227,59 +301,8 @@ def sft(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", ep
         _load_weights(model, checkpoint.model_dir)
         optimizer.load_state_dict(checkpoint.trainer_state["learner"])
         restore_rng(checkpoint)
-        resume_step, losses = checkpoint.iteration, list(checkpoint.state["losses"])
-        resumed_total, resumed_count = checkpoint.state["epoch_total"], checkpoint.state["epoch_count"]
-
-    def save(step: int, total: float, count: int) -> None:
-        save_checkpoint(Path(checkpoint_dir), step, policy, optimizer, {
-            "settings": settings, "losses": losses, "epoch_total": total, "epoch_count": count})
-
-    rng = random.Random(seed)
-    order = list(range(len(demos)))
-    step = 0
-    for epoch in range(epochs):
-        # The shuffles are replayed for the epochs a resumed run skips, so the remaining batches are the same.
-        rng.shuffle(order)
-        if length_buckets:
-            batches = _length_batches(demos, order, batch_size)
-            rng.shuffle(batches)
-        else:
-            batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-        if step + len(batches) <= resume_step:
-            step += len(batches)
-            continue
-        total, count = (resumed_total, resumed_count) if step < resume_step else (0.0, 0)
-        for indices in batches:
-            if step < resume_step:
-                step += 1
-                continue
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step)
-            optimizer.zero_grad(set_to_none=True)
-            loss = 0.0
-            for micro in _micro_batches(demos, indices, mode, micro_batch_tokens):
-                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                    part = _batch_loss(model, [demos[i] for i in micro], mode, prompt_loss_weight) * (
-                        len(micro) / len(indices))
-                part.backward()
-                loss += float(part.detach())
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            total += loss * len(indices)
-            count += len(indices)
-            step += 1
-            if on_step is not None:
-                on_step(step, total_steps, loss)
-            if checkpoint_dir is not None and checkpoint_every > 0 and step % checkpoint_every == 0 \
-                    and count < len(demos):
-                save(step, total, count)
-        losses.append(total / max(count, 1))
-        if on_epoch is not None:
-            on_epoch(epoch, losses[-1])
-        if checkpoint_dir is not None:
-            save(step, 0.0, 0)
-    model.eval()
-    return losses
+        self.step, self.losses = checkpoint.iteration, list(checkpoint.state["losses"])
+        self.epoch_total, self.epoch_count = checkpoint.state["epoch_total"], checkpoint.state["epoch_count"]
 
 
 def checkpoint_dir_for(out_dir: str | Path) -> Path:
@@ -339,8 +362,9 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
                                    max_prompt_tokens=max_prompt_tokens)
     collected = time.perf_counter()
     checkpoints = checkpoint_dir_for(out_dir)
-    losses = sft(policy, demos, mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                 bf16=bf16, on_epoch=on_epoch, checkpoint_dir=checkpoints, checkpoint_every=checkpoint_every)
+    losses = sft(policy, demos, SFTConfig(mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, bf16=bf16,
+                                          checkpoint_every=checkpoint_every),
+                 on_epoch=on_epoch, checkpoint_dir=checkpoints)
     policy.save_pretrained(out_dir)
     record = {"agent": dataclasses.asdict(settings),
               "sft": {"env": env_name, "from": model, "mode": mode, "tasks": tasks, "demonstrations": len(demos),

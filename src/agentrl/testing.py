@@ -3,7 +3,9 @@
 Call it in your own test suite on any environment you register::
 
     from agentrl.testing import check_text_env
-    check_text_env(MyEnv())
+    notes = check_text_env(agentrl.envs.make("mypkg.env:MyEnv"))   # raises ContractError on a broken contract
+
+:func:`play_expert` plays a few episodes with the env's expert, for envs that have one.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def _check_info(info: Any, where: str) -> None:
         raise ContractError(f"{where}: info['anchor'] must be hashable (GiGPO groups steps by it)") from exc
 
 
-def check_text_env(env: gym.Env, *, steps: int = 5, run_gymnasium_checker: bool = True) -> None:
-    """Raise :class:`ContractError` (or Gymnasium's own error) if ``env`` breaks the contract.
+def check_text_env(env: gym.Env, *, steps: int = 5, run_gymnasium_checker: bool = True) -> list[str]:
+    """Raise :class:`ContractError` if ``env`` breaks the contract; return notes on what it lacks but may lack
+    (e.g. admissible actions: a free-form env).
 
     Checks, in order:
 
@@ -54,11 +57,18 @@ def check_text_env(env: gym.Env, *, steps: int = 5, run_gymnasium_checker: bool 
     """
     base = env.unwrapped
     if not isinstance(base, TextEnv):
-        raise ContractError(f"{type(base).__name__} is not an agentrl.envs.TextEnv")
+        raise ContractError(f"{type(base).__name__} is not an agentrl.envs.TextEnv (agentrl.envs.make wraps a plain "
+                            "Gymnasium env for you)")
+    if not base.splits:
+        raise ContractError("the env declares no splits")
+    _garbage_step(env, base.task_ids(base.split)[0])  # before Gymnasium's checker, which sends random text too
     if run_gymnasium_checker:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Gymnasium warns about wrappers and render fps; not contract breaks
-            check_env(base, skip_render_check=True, skip_close_check=True)
+            try:
+                check_env(base, skip_render_check=True, skip_close_check=True)
+            except Exception as exc:
+                raise ContractError(f"Gymnasium's env checker failed: {_one_line(exc)}") from exc
 
     for split in base.splits:
         ids = base.task_ids(split)
@@ -99,6 +109,53 @@ def check_text_env(env: gym.Env, *, steps: int = 5, run_gymnasium_checker: bool 
             raise ContractError("info['task_id'] changed during the episode")
         if terminated or truncated:
             break
-    env.reset(seed=2, options={"task_id": first_id})
-    _, _, _, _, info = env.step("xyzzy <not an action> ✓")
-    _check_info(info, "garbage action")
+    _check_info(_garbage_step(env, first_id), "garbage action")
+    notes = []
+    if not info_a["admissible_actions"]:
+        notes.append("free-form: info['admissible_actions'] is empty, so the agent generates actions "
+                     "(agent.mode=generate); agent.mode=score needs a list of actions")
+    return notes
+
+
+def play_expert(env: gym.Env, episodes: int = 3) -> tuple[int, int] | None:
+    """Play ``episodes`` tasks of the train split with the env's expert (``env`` built with ``expert=True``);
+    ``(won, played)``, or None when the env has no expert (``info["expert_action"]`` is None at the start)."""
+    from agentrl.agents.scripted import ExpertAgent
+
+    base = env.unwrapped
+    ids = list(base.task_ids(base.split)[:episodes])
+    agent, won = ExpertAgent(), 0
+    for index, task_id in enumerate(ids):
+        obs, info = env.reset(seed=index, options={"task_id": task_id})
+        if info.get("expert_action") is None:
+            if index == 0:
+                return None
+            raise ContractError(f"task {task_id!r}: info['expert_action'] is None at the start")
+        while True:
+            (action,) = agent.act([obs], [info])
+            try:
+                obs, _, terminated, truncated, info = env.step(action)
+            except Exception as exc:
+                raise ContractError(f"task {task_id!r}: the expert's action {action!r} raised {_one_line(exc)}") from exc
+            if terminated or truncated:
+                break
+        won += bool(info["won"])
+    return won, len(ids)
+
+
+def _garbage_step(env: gym.Env, task_id: str) -> dict[str, Any]:
+    env.reset(seed=2, options={"task_id": task_id})
+    try:
+        return env.step(GARBAGE_ACTION)[4]
+    except Exception as exc:
+        raise ContractError(f"step({GARBAGE_ACTION!r}) raised {_one_line(exc, 120)}; an action that is not possible "
+                            "must get an observation saying so (a model's malformed reply is such an action)") from exc
+
+
+#: The action :func:`check_text_env` sends to see that an impossible action gets an answer, not an exception.
+GARBAGE_ACTION = "xyzzy <not an action> ✓"
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"

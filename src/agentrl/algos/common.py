@@ -1,7 +1,7 @@
 """Vectorised building blocks shared by GRPO, GiGPO and SCPO.
 
 :func:`batch_layout` turns the three index arrays of a flat batch into dense group / trajectory numbers and
-step positions. The other functions are the group statistics and returns of algorithms.md §2–§3, written
+step positions. The other functions are the group statistics and returns of docs/spec/algorithms.md §2–§3, written
 over those numbers with ``np.bincount`` so that no Python loop runs per row.
 """
 
@@ -38,7 +38,7 @@ def batch_layout(group_index: np.ndarray, traj_index: np.ndarray, step_index: np
     """Dense numbering of a flat batch; a trajectory is the pair (group_index, traj_index).
 
     Raises BatchError on mismatched lengths or on two rows with the same (group, trajectory, step): a
-    verl-style ``adjust_batch`` duplicate must be added after the advantages are computed (algorithms.md §1.1).
+    verl-style ``adjust_batch`` duplicate must be added after the advantages are computed (docs/spec/algorithms.md §1.1).
     """
     group_index, traj_index, step_index = (np.asarray(a) for a in (group_index, traj_index, step_index))
     n = len(group_index)
@@ -77,6 +77,12 @@ def batch_layout(group_index: np.ndarray, traj_index: np.ndarray, step_index: np
         n_groups=len(group_labels),
         n_trajs=n_trajs,
     )
+
+
+def flat_reward_valid(reward: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The reward and validity columns of a flat batch as float64 and bool arrays; ``valid=None``: all valid."""
+    reward = np.asarray(reward, dtype=np.float64)
+    return reward, np.ones(len(reward), bool) if valid is None else np.asarray(valid, dtype=bool)
 
 
 def segment_mean_std(
@@ -128,6 +134,11 @@ def advantage_summary(advantages: np.ndarray) -> dict[str, float]:
         "adv_std": float(np.std(advantages)),
         "adv_abs_max": float(np.max(np.abs(advantages))),
     }
+
+
+def invalid_step_frac(valid: np.ndarray) -> float:
+    """Share of format-invalid rows (0 for an empty batch)."""
+    return float(np.mean(~valid)) if len(valid) else 0.0
 
 
 def outcome_summary(layout: BatchLayout, success_per_row: np.ndarray) -> dict[str, float]:

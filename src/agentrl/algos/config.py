@@ -9,6 +9,7 @@ command line gives them ("0.5", "true", "none").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -26,7 +27,7 @@ class AlgoConfig:
     """Base class: checks every field against its annotation, then calls :meth:`check`."""
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
+        hints = _type_hints(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not _matches(value, hints[f.name]):
@@ -41,22 +42,36 @@ class AlgoConfig:
     @classmethod
     def options(cls) -> list[tuple[str, str, object, str]]:
         """(name, type, default, help) of every option, in declaration order."""
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         return [(f.name, _type_name(hints[f.name]), f.default, f.metadata.get("help", "")) for f in dataclasses.fields(cls)]
 
     @classmethod
-    def from_dict(cls, overrides: dict[str, Any] | None = None) -> AlgoConfig:
-        """A config with ``overrides`` applied; unknown names and bad values raise ConfigError."""
+    def from_dict(cls, overrides: dict[str, Any] | None = None, base: AlgoConfig | None = None) -> AlgoConfig:
+        """A config with ``overrides`` applied to ``base`` (default: the defaults); unknown names and bad values
+        raise ConfigError. The flat functions take their options this way (a config and/or keywords)."""
         overrides = dict(overrides or {})
-        hints = typing.get_type_hints(cls)
+        target, values = cls, {}
+        if base is not None:
+            if not isinstance(base, cls):
+                raise ConfigError(f"expected a {cls.__name__}, got {type(base).__name__}")
+            if not overrides:
+                return base
+            target, values = type(base), {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+        hints = _type_hints(target)
         unknown = sorted(set(overrides) - set(hints))
         if unknown:
-            known = ", ".join(f.name for f in dataclasses.fields(cls))
-            raise ConfigError(f"unknown option(s) {', '.join(unknown)} for {cls.__name__}; known: {known}")
-        return cls(**{k: _coerce(v, hints[k]) for k, v in overrides.items()})
+            known = ", ".join(f.name for f in dataclasses.fields(target))
+            raise ConfigError(f"unknown option(s) {', '.join(unknown)} for {target.__name__}; known: {known}")
+        return target(**{**values, **{k: _coerce(v, hints[k]) for k, v in overrides.items()}})
 
     def replace(self, **changes: Any) -> AlgoConfig:
         return dataclasses.replace(self, **changes)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The resolved field annotations of a config class (computed once per class: configs are built per call)."""
+    return typing.get_type_hints(cls)
 
 
 def require(condition: bool, message: str) -> None:

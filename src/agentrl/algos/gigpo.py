@@ -1,8 +1,8 @@
-"""GiGPO: Group-in-Group Policy Optimization (Feng et al., arXiv:2505.10978; docs/algorithms.md §3).
+"""GiGPO: Group-in-Group Policy Optimization (Feng et al., arXiv:2505.10978; docs/algorithms.md "GiGPO"; docs/spec/algorithms.md §3).
 
 Two levels of relative advantage, composed like verl-agent ``gigpo/core_gigpo.py``:
 
-    A^E(τ_i)     = (R(τ_i) − mean_g) / F_norm                        episode level, Eq. 3 (= GRPO, §2)
+    A^E(τ_i)     = (R(τ_i) − mean_g) / F_norm                        episode level, Eq. 3 (= GRPO, docs/spec/algorithms.md §2)
     G^S(s̃)       = {(a_t^(i), R_t^(i)) : anchor(s_t^(i)) = s̃}         anchor-state groups, Eq. 6
     R_t^(i)      = Σ_{k≥t} γ^{k−t} r_k^(i)  (− p if step t invalid)     discounted step return, Eq. 5
     A^S(a_t^(i)) = (R_t^(i) − mean G^S(s̃)) / F_norm(G^S(s̃))          step level, Eq. 7
@@ -12,7 +12,7 @@ Two levels of relative advantage, composed like verl-agent ``gigpo/core_gigpo.py
 singleton anchor group has A^S = 0. Anchor groups live inside one rollout group and are keyed by exact
 equality of the anchor (the raw observation by default), or, with ``anchor_match="similarity"``, by greedy
 first-fit on ``difflib.SequenceMatcher.ratio() ≥ anchor_similarity_threshold`` against each cluster's
-first member (§3.2). If no anchor repeats, A^S ≡ 0 and GiGPO equals GRPO.
+first member (docs/spec/algorithms.md §3.2). If no anchor repeats, A^S ≡ 0 and GiGPO equals GRPO.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -29,19 +29,22 @@ from agentrl.algos.common import (
     advantage_summary,
     batch_layout,
     discounted_returns,
+    flat_reward_valid,
+    invalid_step_frac,
     outcome_summary,
     segment_mean_std,
 )
-from agentrl.algos.config import AlgoConfig, option, require
-from agentrl.algos.grpo import episode_advantages
+from agentrl.algos.config import option, require
+from agentrl.algos.grpo import EpisodeConfig, episode_advantages
 from agentrl.algos.spec import register_algorithm
 from agentrl.algos.types import StepBatch, as_object_array
 from agentrl.errors import ConfigError
 
 
 @dataclass
-class GiGPOConfig(AlgoConfig):
-    """Defaults: verl-agent ``algorithm.gigpo`` and the example scripts (algorithms.md §1.6, §3.2)."""
+class GiGPOConfig(EpisodeConfig):
+    """GRPO's episode options (A^E) plus the step level. Defaults: verl-agent ``algorithm.gigpo`` and the example
+    scripts (docs/spec/algorithms.md §1.6, §3.2)."""
 
     gamma: float = option(0.95, "discount γ of the step return R_t (Eq. 5)")
     step_weight: float = option(1.0, "weight ω of the step-level advantage A^S (Eq. 8)")
@@ -52,21 +55,11 @@ class GiGPOConfig(AlgoConfig):
         "exact", "anchor groups by exact anchor equality or by difflib similarity to a cluster's first member"
     )
     anchor_similarity_threshold: float = option(0.95, "difflib ratio for anchor_match=similarity, in (0, 1)")
-    pool: Literal["steps", "trajectories"] = option(
-        "steps", "A^E statistics over all step rows (verl-agent code) or one value per trajectory (paper)"
-    )
-    invalid_penalty: float = option(0.1, "subtracted from an invalid step's episode score and step return (§1.3)")
-    epsilon: float = option(1e-6, "added to the std before dividing (mean_std_norm)")
 
     def check(self) -> None:
-        check_gigpo_options(self.gamma, self.anchor_similarity_threshold, self.invalid_penalty, self.epsilon)
-
-
-def check_gigpo_options(gamma: float, anchor_similarity_threshold: float, invalid_penalty: float, epsilon: float) -> None:
-    require(0.0 <= gamma <= 1.0, "gamma must be in [0, 1]")
-    require(0.0 < anchor_similarity_threshold < 1.0, "anchor_similarity_threshold must be in (0, 1)")
-    require(invalid_penalty >= 0, "invalid_penalty must be >= 0")
-    require(epsilon > 0, "epsilon must be > 0")
+        require(0.0 <= self.gamma <= 1.0, "gamma must be in [0, 1]")
+        require(0.0 < self.anchor_similarity_threshold < 1.0, "anchor_similarity_threshold must be in (0, 1)")
+        super().check()
 
 
 def step_returns(
@@ -81,7 +74,7 @@ def step_returns(
 
 
 def build_anchor_groups(
-    layout: BatchLayout, anchor: np.ndarray, *, match: str = "exact", similarity_threshold: float = 0.95
+    layout: BatchLayout, anchor: np.ndarray, *, match: str, similarity_threshold: float
 ) -> np.ndarray:
     """Anchor-state group id per row (Eq. 6), groups never crossing rollout groups.
 
@@ -110,15 +103,7 @@ def build_anchor_groups(
             text = str(anchor[row])
             cid = seen.get(text)
             if cid is None:
-                for matcher, candidate in representatives:
-                    matcher.set_seq1(text)
-                    if (
-                        matcher.real_quick_ratio() >= similarity_threshold
-                        and matcher.quick_ratio() >= similarity_threshold
-                        and matcher.ratio() >= similarity_threshold
-                    ):
-                        cid = candidate
-                        break
+                cid = _first_similar(representatives, text, similarity_threshold)
                 if cid is None:
                     cid = n_clusters
                     n_clusters += 1
@@ -126,6 +111,21 @@ def build_anchor_groups(
                 seen[text] = cid
             cluster[row] = cid
     return cluster
+
+
+def _first_similar(
+    representatives: list[tuple[difflib.SequenceMatcher, int]], text: str, threshold: float
+) -> int | None:
+    """The first cluster whose first member has a difflib ratio ≥ ``threshold`` with ``text`` (cheap bounds first)."""
+    for matcher, cid in representatives:
+        matcher.set_seq1(text)
+        if (
+            matcher.real_quick_ratio() >= threshold
+            and matcher.quick_ratio() >= threshold
+            and matcher.ratio() >= threshold
+        ):
+            return cid
+    return None
 
 
 def step_advantages(
@@ -144,80 +144,33 @@ def step_advantages(
     return advantage, count[anchor_group]
 
 
-def gigpo_advantages_flat(
-    group_index: np.ndarray,
-    traj_index: np.ndarray,
-    step_index: np.ndarray,
-    reward: np.ndarray,
-    valid: np.ndarray | None,
-    anchor: np.ndarray,
-    *,
-    gamma: float = 0.95,
-    step_weight: float = 1.0,
-    mode: str = "mean_norm",
-    anchor_match: str = "exact",
-    anchor_similarity_threshold: float = 0.95,
-    pool: str = "steps",
-    invalid_penalty: float = 0.1,
-    epsilon: float = 1e-6,
-) -> np.ndarray:
-    """GiGPO advantage per step row, from flat arrays (rows in any order): ``A = A^E + ω·A^S`` (Eq. 8).
-
-    ``anchor`` holds a hashable anchor-state key per row (verl-agent: the raw observation before acting;
-    strings for ``anchor_match="similarity"``). See the module docstring for the equations.
-    """
-    return _gigpo(
-        batch_layout(group_index, traj_index, step_index),
-        np.asarray(reward, dtype=np.float64),
-        np.ones(len(reward), bool) if valid is None else np.asarray(valid, dtype=bool),
-        as_object_array(anchor),
-        gamma=gamma,
-        step_weight=step_weight,
-        mode=mode,
-        anchor_match=anchor_match,
-        anchor_similarity_threshold=anchor_similarity_threshold,
-        pool=pool,
-        invalid_penalty=invalid_penalty,
-        epsilon=epsilon,
-    )[0]
-
-
-def _gigpo(
+def gigpo_parts(
     layout: BatchLayout,
     reward: np.ndarray,
     valid: np.ndarray,
     anchor: np.ndarray,
-    *,
-    gamma: float,
-    step_weight: float,
-    mode: str,
-    anchor_match: str,
-    anchor_similarity_threshold: float,
-    pool: str,
-    invalid_penalty: float,
-    epsilon: float,
+    config: GiGPOConfig,
     extra_return: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """GiGPO with its intermediate quantities (for diagnostics and SCPO's shaped-return variant, which adds
-    ``extra_return`` to R_t before the step-level statistics)."""
-    if mode not in ("mean_norm", "mean_std_norm"):
-        raise ConfigError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
+    """GiGPO advantages (Eqs. 3–8) with their per-row parts: ``episode_advantage``, ``step_advantage``,
+    ``normaliser``, ``anchor_group``, ``anchor_group_size``. SCPO's shaped-return variant passes
+    ``extra_return``, added to R_t before the step-level statistics."""
+    if config.mode not in ("mean_norm", "mean_std_norm"):
+        raise ConfigError(f"mode must be 'mean_norm' or 'mean_std_norm', got {config.mode!r}")
     if len(anchor) != len(reward):
         raise ConfigError(f"anchor has {len(anchor)} rows, reward has {len(reward)}")
-    use_std = mode == "mean_std_norm"
-    episode_adv, normaliser = episode_advantages(  # Eq. 3
-        layout, reward, valid, use_std=use_std, invalid_penalty=invalid_penalty, epsilon=epsilon, pool=pool
-    )
-    returns = step_returns(layout, reward, valid, gamma=gamma, invalid_penalty=invalid_penalty)  # Eq. 5
+    use_std = config.mode == "mean_std_norm"
+    episode_adv, normaliser = episode_advantages(layout, reward, valid, config, use_std=use_std)  # Eq. 3
+    returns = step_returns(layout, reward, valid, gamma=config.gamma, invalid_penalty=config.invalid_penalty)  # Eq. 5
     if extra_return is not None:
         returns = returns + extra_return
     anchor_group = build_anchor_groups(  # Eq. 6
-        layout, anchor, match=anchor_match, similarity_threshold=anchor_similarity_threshold
+        layout, anchor, match=config.anchor_match, similarity_threshold=config.anchor_similarity_threshold
     )
     step_adv, anchor_group_size = step_advantages(  # Eq. 7
-        returns, anchor_group, use_std=use_std, epsilon=epsilon, order=layout.order
+        returns, anchor_group, use_std=use_std, epsilon=config.epsilon, order=layout.order
     )
-    advantages = episode_adv + step_weight * step_adv  # Eq. 8
+    advantages = episode_adv + config.step_weight * step_adv  # Eq. 8
     parts = {
         "episode_advantage": episode_adv,
         "step_advantage": step_adv,
@@ -226,6 +179,10 @@ def _gigpo(
         "anchor_group_size": anchor_group_size,
     }
     return advantages, parts
+
+
+#: |advantage| at or below this counts as zero in the diagnostics.
+NONZERO_TOLERANCE = 1e-9
 
 
 def anchor_summary(parts: dict[str, np.ndarray]) -> dict[str, float]:
@@ -239,8 +196,49 @@ def anchor_summary(parts: dict[str, np.ndarray]) -> dict[str, float]:
         "anchor_groups": float(len(sizes)),
         "anchor_singleton_frac": float(np.mean(sizes == 1)),
         "anchor_group_size_mean": float(np.mean(sizes)),
-        "step_adv_nonzero_frac": float(np.mean(parts["step_advantage"] != 0)),
+        # Identical returns normalised within a step group differ by float rounding (~1e-16), not by credit.
+        "step_adv_nonzero_frac": float(np.mean(np.abs(parts["step_advantage"]) > NONZERO_TOLERANCE)),
     }
+
+
+def _gigpo_with_diagnostics(
+    layout: BatchLayout, reward: np.ndarray, valid: np.ndarray, anchor: np.ndarray, config: GiGPOConfig
+) -> tuple[np.ndarray, dict[str, float]]:
+    """GiGPO advantages and the diagnostics that need no success flags."""
+    advantages, parts = gigpo_parts(layout, reward, valid, anchor, config)
+    return advantages, {
+        **advantage_summary(advantages),
+        **anchor_summary(parts),
+        "invalid_step_frac": invalid_step_frac(valid),
+    }
+
+
+def gigpo_advantages_flat(
+    group_index: np.ndarray,
+    traj_index: np.ndarray,
+    step_index: np.ndarray,
+    reward: np.ndarray,
+    valid: np.ndarray | None,
+    anchor: np.ndarray,
+    *,
+    config: GiGPOConfig | None = None,
+    return_diagnostics: bool = False,
+    **options: Any,
+) -> np.ndarray | tuple[np.ndarray, dict[str, float]]:
+    """GiGPO advantage per step row, from flat arrays (rows in any order): ``A = A^E + ω·A^S``
+    (arXiv:2505.10978 Eqs. 3–8; docs/algorithms.md "GiGPO", docs/spec/algorithms.md §3).
+
+    ``anchor`` holds a hashable anchor-state key per row (verl-agent: the raw observation before acting;
+    strings for ``anchor_match="similarity"``); ``valid=None`` means every step is valid. Options come from
+    ``config`` (default: :class:`GiGPOConfig`'s defaults) with keyword ``options`` (its fields) applied. Returns a
+    float64 array in row order, or with ``return_diagnostics=True`` ``(advantages, diagnostics)``: the registry's
+    diagnostics except the outcome counts, which need success flags.
+    """
+    config = GiGPOConfig.from_dict(options, config)
+    layout = batch_layout(group_index, traj_index, step_index)
+    reward, valid = flat_reward_valid(reward, valid)
+    advantages, diagnostics = _gigpo_with_diagnostics(layout, reward, valid, as_object_array(anchor), config)
+    return (advantages, diagnostics) if return_diagnostics else advantages
 
 
 @register_algorithm(
@@ -249,25 +247,7 @@ def anchor_summary(parts: dict[str, np.ndarray]) -> dict[str, float]:
     GiGPOConfig,
 )
 def compute_gigpo(batch: StepBatch, config: GiGPOConfig) -> tuple[np.ndarray, dict[str, float]]:
-    """``A = A^E + ω·A^S`` (algorithms.md §3; arXiv:2505.10978 Eqs. 3–8), with step-group diagnostics."""
+    """``A = A^E + ω·A^S`` (docs/spec/algorithms.md §3; arXiv:2505.10978 Eqs. 3–8), with step-group diagnostics."""
     layout = batch_layout(batch.group_index, batch.traj_index, batch.step_index)
-    advantages, parts = _gigpo(
-        layout,
-        batch.reward,
-        batch.valid,
-        batch.anchor,
-        gamma=config.gamma,
-        step_weight=config.step_weight,
-        mode=config.mode,
-        anchor_match=config.anchor_match,
-        anchor_similarity_threshold=config.anchor_similarity_threshold,
-        pool=config.pool,
-        invalid_penalty=config.invalid_penalty,
-        epsilon=config.epsilon,
-    )
-    return advantages, {
-        **outcome_summary(layout, batch.success),
-        **advantage_summary(advantages),
-        **anchor_summary(parts),
-        "invalid_step_frac": float(np.mean(~batch.valid)) if len(batch) else 0.0,
-    }
+    advantages, diagnostics = _gigpo_with_diagnostics(layout, batch.reward, batch.valid, batch.anchor, config)
+    return advantages, {**outcome_summary(layout, batch.success), **diagnostics}

@@ -1,4 +1,4 @@
-"""Frozen step-similarity scorers for SCPO (docs/algorithms.md §4.2 item 2, §4.4 "scorer").
+"""Frozen step-similarity scorers for SCPO (docs/spec/algorithms.md §4.2 item 2, §4.4 "scorer").
 
 A scorer maps two lists of step texts to a similarity matrix in [0, 1]. SCPO calls :meth:`Scorer.prepare`
 once per batch with every text it will compare (embedding scorers encode each unique text once, in one
@@ -31,7 +31,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -40,6 +40,12 @@ from agentrl.registry import Registry
 
 #: Entries kept in a scorer's text-embedding or pair-score cache before it is cleared.
 CACHE_LIMIT = 200_000
+#: Precision of a scorer model: ``auto`` = bfloat16 autocast where the hardware has native bfloat16.
+Precision = Literal["auto", "float32", "bfloat16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+#: Device and precision of a scorer model unless told otherwise (SCPOConfig's defaults too).
+DEFAULT_DEVICE = "cpu"
+DEFAULT_PRECISION: Precision = "auto"
 
 
 class Scorer(ABC):
@@ -91,8 +97,8 @@ class BiEncoderScorer(EmbeddingScorer):
     name = "minilm"
     default_threshold = 0.8
 
-    def __init__(self, model_path: str | None = None, device: str = "cpu", precision: str = "auto",
-                 batch_size: int = 32):
+    def __init__(self, model_path: str | None = None, device: str = DEFAULT_DEVICE,
+                 precision: str = DEFAULT_PRECISION, batch_size: int = 32):
         super().__init__()
         self.model_path, self.device, self.precision, self.batch_size = model_path, device, precision, batch_size
 
@@ -125,8 +131,8 @@ class BERTScoreScorer(EmbeddingScorer):
     name = "bertscore"
     default_threshold = 0.9
 
-    def __init__(self, model_path: str | None = None, device: str = "cpu", precision: str = "auto",
-                 batch_size: int = 32, chunk_elements: int = 2**25):
+    def __init__(self, model_path: str | None = None, device: str = DEFAULT_DEVICE,
+                 precision: str = DEFAULT_PRECISION, batch_size: int = 32, chunk_elements: int = 2**25):
         super().__init__()
         self.model_path, self.device, self.precision, self.batch_size = model_path, device, precision, batch_size
         self.chunk_elements = chunk_elements
@@ -221,14 +227,14 @@ class PairScorer(Scorer):
 class CrossEncoderScorer(PairScorer):
     """A sentence-transformers CrossEncoder from a local path (STS or reranker; sigmoid output in [0, 1]).
 
-    No cross-encoder ships on PyPI (docs/models.md), so ``model_path`` is required.
+    No cross-encoder ships on PyPI (docs/spec/models.md), so ``model_path`` is required.
     """
 
     name = "cross_encoder"
     default_threshold = 0.8
 
-    def __init__(self, model_path: str | None = None, device: str = "cpu", precision: str = "auto",
-                 batch_size: int = 64):
+    def __init__(self, model_path: str | None = None, device: str = DEFAULT_DEVICE,
+                 precision: str = DEFAULT_PRECISION, batch_size: int = 64):
         super().__init__()
         if not model_path:
             raise MissingDataError(
@@ -257,7 +263,8 @@ class LexicalScorer(PairScorer):
     name = "lexical"
     default_threshold = 0.9
 
-    def __init__(self, model_path: str | None = None, device: str = "cpu", precision: str = "auto"):
+    def __init__(self, model_path: str | None = None, device: str = DEFAULT_DEVICE,
+                 precision: str = DEFAULT_PRECISION):
         super().__init__()
         if model_path:
             raise AgentRLError("the lexical scorer takes no model path")
@@ -285,7 +292,9 @@ class CallableScorer(Scorer):
 
     name = "callable"
 
-    def __init__(self, fn: Callable[[list[str], list[str]], Any], default_threshold: float = 0.8):
+    def __init__(
+        self, fn: Callable[[list[str], list[str]], Any], default_threshold: float = Scorer.default_threshold
+    ):
         self.fn = fn
         self.default_threshold = default_threshold
 
@@ -308,10 +317,11 @@ SCORERS.register("lexical", LexicalScorer)
 _SCORER_INSTANCES: dict[tuple, Scorer] = {}
 _MODELS: dict[tuple[str, str, str], Any] = {}
 _LOCK = threading.RLock()
-PRECISIONS: tuple[str, ...] = ("auto", "float32", "bfloat16")
 
 
-def get_scorer(name: str, model_path: str | None = None, device: str = "cpu", precision: str = "auto") -> Scorer:
+def get_scorer(
+    name: str, model_path: str | None = None, device: str = DEFAULT_DEVICE, precision: str = DEFAULT_PRECISION
+) -> Scorer:
     """The shared scorer instance for these arguments (its caches persist across batches); unknown names raise
     UnknownNameError."""
     if precision not in PRECISIONS:
@@ -324,7 +334,10 @@ def get_scorer(name: str, model_path: str | None = None, device: str = "cpu", pr
 
 
 def resolve_scorer(
-    scorer: str | Scorer | Callable, model_path: str | None = None, device: str = "cpu", precision: str = "auto"
+    scorer: str | Scorer | Callable,
+    model_path: str | None = None,
+    device: str = DEFAULT_DEVICE,
+    precision: str = DEFAULT_PRECISION,
 ) -> Scorer:
     """A scorer from a registered name, a :class:`Scorer` instance, or a plain function."""
     if isinstance(scorer, Scorer):
@@ -366,12 +379,9 @@ def _freeze(model: Any) -> Any:
 
 def bfloat16_is_native(device: str = "cpu") -> bool:
     """Whether ``device`` computes bfloat16 natively (so autocast speeds up rather than emulates)."""
-    import torch
+    from agentrl.hardware import bf16_support
 
-    if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    cpu = torch.cpu
-    return any(getattr(cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+    return bf16_support(device) == "native"
 
 
 def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
@@ -383,7 +393,7 @@ def autocast(device: str, precision: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def load_sentence_transformer(model_path: str | None = None, device: str = "cpu") -> Any:
+def load_sentence_transformer(model_path: str | None = None, device: str = DEFAULT_DEVICE) -> Any:
     """The frozen SentenceTransformer at ``model_path`` (default: all-MiniLM-L6-v2), loaded once per process."""
     path = model_path or default_minilm_path()
     with _LOCK:
@@ -398,7 +408,7 @@ def load_sentence_transformer(model_path: str | None = None, device: str = "cpu"
         return _MODELS["bi", path, device]
 
 
-def load_cross_encoder(model_path: str, device: str = "cpu") -> Any:
+def load_cross_encoder(model_path: str, device: str = DEFAULT_DEVICE) -> Any:
     """The frozen CrossEncoder at ``model_path``, loaded once per process."""
     with _LOCK:
         if ("cross", model_path, device) not in _MODELS:

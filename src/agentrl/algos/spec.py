@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from agentrl.algos.config import AlgoConfig
-from agentrl.algos.types import StepBatch, Trajectory, to_flat
+from agentrl.algos.types import DEFAULT_STEP_TEXT_FORMAT, StepBatch, Trajectory, to_flat
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.registry import Registry
 
@@ -48,7 +48,12 @@ class AlgorithmSpec:
     def make_config(self, config: AlgoConfig | dict[str, Any] | None = None) -> AlgoConfig:
         """``None`` → defaults; a dict → defaults with overrides; a config instance → itself."""
         if config is None or isinstance(config, dict):
-            return self.config_cls.from_dict(config)
+            try:
+                return self.config_cls.from_dict(config)
+            except ConfigError:
+                raise
+            except (ValueError, TypeError, AssertionError) as exc:  # a plug-in's check() raising its own error
+                raise ConfigError(f"invalid options for algorithm {self.name!r}: {exc}") from exc
         if not isinstance(config, self.config_cls):
             raise ConfigError(
                 f"algorithm {self.name!r} takes a {self.config_cls.__name__}, got {type(config).__name__}"
@@ -60,7 +65,7 @@ class AlgorithmSpec:
     ) -> AdvantageResult:
         """Advantages for framework-free dataclasses, one array per trajectory in input order."""
         config = self.make_config(config)
-        batch = to_flat(trajectories, getattr(config, "step_text", "action_next_obs"))
+        batch = to_flat(trajectories, getattr(config, "step_text", DEFAULT_STEP_TEXT_FORMAT))
         advantages, diagnostics = self.compute_flat(batch, config)
         lengths = [len(tr.steps) for tr in trajectories]
         return AdvantageResult(np.split(advantages, np.cumsum(lengths)[:-1]) if lengths else [], diagnostics)
@@ -122,7 +127,22 @@ def register_algorithm(
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
-    """The spec registered as ``name``; unknown names raise UnknownNameError listing the known ones."""
+    """The spec registered as ``name``, or named by ``module:function`` (a function decorated with
+    :func:`register_algorithm`, or an :class:`AlgorithmSpec`); unknown names raise UnknownNameError listing the
+    known ones."""
+    if ":" in name and name not in ALGORITHMS:
+        import importlib
+
+        module, _, attr = name.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise AgentRLError(f"cannot import algorithm {name!r}: {exc}") from exc
+        spec = obj if isinstance(obj, AlgorithmSpec) else getattr(obj, "spec", None)
+        if not isinstance(spec, AlgorithmSpec):
+            raise AgentRLError(f"{name!r} must name an AlgorithmSpec or a function decorated with "
+                               "@agentrl.algos.register_algorithm")
+        return spec
     return ALGORITHMS.get(name)
 
 

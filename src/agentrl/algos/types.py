@@ -3,7 +3,7 @@
 1. Framework-free dataclasses: a list of :class:`Trajectory`, each a list of :class:`Step`.
 2. A flat per-step form, :class:`StepBatch`: one row per (trajectory, step) with NumPy arrays
    ``group_index, traj_index, step_index, reward, valid, success, anchor, step_text``. This is the layout
-   of a verl-style batch, where every step is one training row (docs/algorithms.md §1.1).
+   of a verl-style batch, where every step is one training row (docs/spec/algorithms.md §1.1).
 
 :func:`to_flat` and :func:`from_flat` convert between them. Every algorithm is computed on the flat form;
 the dataclass form is a convenience that converts and splits the result back per trajectory.
@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 from agentrl.errors import AgentRLError
 
 StepTextFormat = Literal["action_next_obs", "obs_action"]
-STEP_TEXT_FORMATS: tuple[str, ...] = ("action_next_obs", "obs_action")
+STEP_TEXT_FORMATS: tuple[str, ...] = get_args(StepTextFormat)
+#: The step text of the flat form unless a config says otherwise (SCPOConfig.step_text defaults to it).
+DEFAULT_STEP_TEXT_FORMAT: StepTextFormat = "action_next_obs"
 
 
 class BatchError(AgentRLError, ValueError):
@@ -38,7 +40,7 @@ class Step:
     action: str  # env action (the projected text between <action> tags)
     reward: float  # env reward r_t of this step
     done: bool
-    valid: bool = True  # format validity, algorithms.md §1.3; invalid steps get the penalty
+    valid: bool = True  # format validity, docs/spec/algorithms.md §1.3; invalid steps get the penalty
     next_obs: str = ""  # raw observation after acting (SCPO's step text)
     anchor: Hashable | None = None  # GiGPO anchor-state key; None means "use obs"
 
@@ -61,8 +63,8 @@ class Trajectory:
         return float(sum(s.reward for s in self.steps))
 
 
-def step_text(step: Step, fmt: str = "action_next_obs") -> str:
-    """SCPO step text u (algorithms.md §4.2 item 1).
+def step_text(step: Step, fmt: str = DEFAULT_STEP_TEXT_FORMAT) -> str:
+    """SCPO step text u (docs/spec/algorithms.md §4.2 item 1).
 
     ``action_next_obs`` (default): ``"{action} -> {next_obs}"``, the action and the feedback it produced,
     so an ineffective copy of a good action ("... -> Nothing happens.") does not match the effective one.
@@ -141,7 +143,7 @@ class StepBatch:
         return np.split(np.asarray(values)[order], boundaries)
 
 
-def to_flat(trajectories: Sequence[Trajectory], step_text_format: str = "action_next_obs") -> StepBatch:
+def to_flat(trajectories: Sequence[Trajectory], step_text_format: str = DEFAULT_STEP_TEXT_FORMAT) -> StepBatch:
     """Dataclasses → :class:`StepBatch`. ``traj_index`` is the trajectory's position in the list,
     ``group_index`` numbers groups by first appearance; rows are in list order, steps in order."""
     group_number: dict[Hashable, int] = {}
