@@ -237,3 +237,41 @@ def test_flat_functions_share_leading_arrays_config_objects_and_diagnostics(name
     assert diagnostics and set(diagnostics) <= set(registry_diagnostics)
     for key, value in diagnostics.items():
         assert value == pytest.approx(registry_diagnostics[key], nan_ok=True), key
+
+
+def test_flat_functions_take_string_ids_and_refuse_token_level_or_discounted_rewards():
+    """verl-agent keeps uuid strings for uid/traj_uid and token-level rewards; the flat API takes the ids as they are
+    and refuses rewards that are not raw per-step rewards, naming the fix (issue 42)."""
+    from agentrl.algos.gigpo import gigpo_advantages_flat
+    from agentrl.algos.grpo import grpo_advantages_flat
+    from agentrl.algos.scpo import scpo_advantages_flat
+    from agentrl.errors import AgentRLError
+
+    step = np.array([0, 1, 0, 1, 0, 1])
+    reward = np.array([0.0, 10.0, 0.0, 0.0, 0.0, 10.0])
+    anchor = np.array(["s0", "s1", "s0", "s2", "s0", "s1"])
+    success = np.array([True, True, False, False, True, True])
+    text = np.array(["a -> b", "c -> won", "a -> b", "x -> y", "a -> b", "c -> won"])
+    numbered = (np.zeros(6, int), np.array([0, 0, 1, 1, 2, 2]))
+    uuids = (np.array(["9f2c"] * 6), np.array(["a1-x", "a1-x", "b7-y", "b7-y", "c3-z", "c3-z"]))  # sorted as 0, 1, 2
+    for ids_a, ids_b in [(numbered, uuids)]:
+        np.testing.assert_array_equal(grpo_advantages_flat(*ids_a, step, reward),
+                                      grpo_advantages_flat(*ids_b, step, reward))
+        np.testing.assert_array_equal(gigpo_advantages_flat(*ids_a, step, reward, None, anchor),
+                                      gigpo_advantages_flat(*ids_b, step, reward, None, anchor))
+        np.testing.assert_array_equal(
+            scpo_advantages_flat(*ids_a, step, reward, None, success, text, anchor, scorer="lexical",
+                                 sibling="random"),
+            scpo_advantages_flat(*ids_b, step, reward, None, success, text, anchor, scorer="lexical",
+                                 sibling="random"))
+    with pytest.raises(AgentRLError, match=r"token-level rewards .* reward.sum\(-1\)"):
+        grpo_advantages_flat(*numbered, step, np.zeros((6, 5)))
+    discounted = np.array([0.95**2 * 10, 0.95 * 10, 10.0, 0.0, 0.0, 0.0])
+    with pytest.raises(AgentRLError, match="look like discounted returns"):
+        gigpo_advantages_flat(np.zeros(6, int), np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2] * 2), discounted,
+                              None, anchor)
+    shaped = np.array([1.0, 3.0, 10.0, 0.0, 0.0, 0.0])  # progress rewards that do not fall geometrically are fine
+    gigpo_advantages_flat(np.zeros(6, int), np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2] * 2), shaped, None,
+                          anchor)
+    with pytest.raises(AgentRLError, match="step_index must hold integers"):
+        grpo_advantages_flat(*numbered, step.astype(str), reward)

@@ -37,6 +37,9 @@ class BatchLayout:
 def batch_layout(group_index: np.ndarray, traj_index: np.ndarray, step_index: np.ndarray) -> BatchLayout:
     """Dense numbering of a flat batch; a trajectory is the pair (group_index, traj_index).
 
+    Group and trajectory ids may be integers or strings (e.g. verl-agent's ``uid`` and ``traj_uid``); string
+    trajectory ids are numbered by their sorted order wherever a number is needed (tie-breaks, seeds).
+
     Raises BatchError on mismatched lengths or on two rows with the same (group, trajectory, step): a
     verl-style ``adjust_batch`` duplicate must be added after the advantages are computed (docs/spec/algorithms.md §1.1).
     """
@@ -47,8 +50,13 @@ def batch_layout(group_index: np.ndarray, traj_index: np.ndarray, step_index: np
             f"group_index, traj_index and step_index must have one entry per row; got {n}, "
             f"{len(traj_index)} and {len(step_index)}"
         )
+    if step_index.dtype.kind not in "iu":
+        raise BatchError(f"step_index must hold integers (each step's position in its trajectory), got "
+                         f"{step_index.dtype}")
     group_labels, group = np.unique(group_index, return_inverse=True)
     traj_labels, traj_local = np.unique(traj_index, return_inverse=True)
+    if traj_labels.dtype.kind not in "iub":  # string ids (verl-agent's uuid traj_uid): numbered in sorted order
+        traj_labels = np.arange(len(traj_labels))
     traj_keys, traj = np.unique(group.astype(np.int64) * max(len(traj_labels), 1) + traj_local, return_inverse=True)
     n_trajs = len(traj_keys)
     order = np.lexsort((step_index, traj))  # rows by (trajectory, step)
@@ -79,10 +87,39 @@ def batch_layout(group_index: np.ndarray, traj_index: np.ndarray, step_index: np
     )
 
 
-def flat_reward_valid(reward: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The reward and validity columns of a flat batch as float64 and bool arrays; ``valid=None``: all valid."""
-    reward = np.asarray(reward, dtype=np.float64)
+def flat_reward_valid(reward: np.ndarray, valid: np.ndarray | None,
+                      layout: BatchLayout | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The reward and validity columns of a flat batch as float64 and bool arrays; ``valid=None``: all valid.
+
+    With ``layout`` (the flat functions pass it), rewards that are not raw per-step rewards are refused where they
+    can be told apart: a 2-D array (token-level rewards, as verl keeps them), and a trajectory whose rewards form a
+    discounted return (``r_t = γ^(T−t)·R`` over 3 or more nonzero steps), which the algorithms would discount again.
+    """
+    reward = np.asarray(reward)
+    if reward.ndim != 1:
+        raise BatchError(f"reward must hold one raw reward per step (shape (rows,)), got shape {reward.shape}; "
+                         "token-level rewards (verl's token_level_rewards) sum to the step's reward: pass "
+                         "reward.sum(-1) per step row")
+    reward = reward.astype(np.float64)
+    if layout is not None:
+        _refuse_discounted(layout, reward)
     return reward, np.ones(len(reward), bool) if valid is None else np.asarray(valid, dtype=bool)
+
+
+def _refuse_discounted(layout: BatchLayout, reward: np.ndarray) -> None:
+    """BatchError when a trajectory's rewards look like discounted returns (see :func:`flat_reward_valid`)."""
+    rows = layout.traj_rows
+    values = np.where(rows >= 0, reward[np.maximum(rows, 0)], 0.0)
+    for k in np.flatnonzero((values != 0).sum(1) >= 3):
+        tail = values[k, : layout.traj_length[k]]
+        nonzero = tail[tail != 0]
+        if len(nonzero) != len(tail) - int(np.argmax(tail != 0)):  # zeros in between: not one discounted return
+            continue
+        ratios = nonzero[:-1] / nonzero[1:]
+        if 0 < ratios[0] < 1 and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0):
+            raise BatchError(f"trajectory {layout.traj_label[k]}'s rewards {nonzero[:4].tolist()}… fall geometrically "
+                             f"(ratio {ratios[0]:.4g}) to the last step: they look like discounted returns. Pass the "
+                             "raw per-step rewards (e.g. 0 … 0, 10); the algorithms discount them themselves")
 
 
 def segment_mean_std(

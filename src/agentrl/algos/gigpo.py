@@ -236,7 +236,7 @@ def gigpo_advantages_flat(
     """
     config = GiGPOConfig.from_dict(options, config)
     layout = batch_layout(group_index, traj_index, step_index)
-    reward, valid = flat_reward_valid(reward, valid)
+    reward, valid = flat_reward_valid(reward, valid, layout)
     advantages, diagnostics = _gigpo_with_diagnostics(layout, reward, valid, as_object_array(anchor), config)
     return (advantages, diagnostics) if return_diagnostics else advantages
 

@@ -117,7 +117,7 @@ def grpo_advantages_flat(
     """
     config = GRPOConfig.from_dict(options, config)
     layout = batch_layout(group_index, traj_index, step_index)
-    advantages, diagnostics = grpo_parts(layout, *flat_reward_valid(reward, valid), config)
+    advantages, diagnostics = grpo_parts(layout, *flat_reward_valid(reward, valid, layout), config)
     return (advantages, diagnostics) if return_diagnostics else advantages
 
 

@@ -393,7 +393,7 @@ def scpo_credit_flat(
     Arguments as :func:`scpo_advantages_flat`; ``anchor`` is needed by ``sibling_path="effective"`` only."""
     config, scorer = _flat_config(config, scorer, options)
     layout = batch_layout(group_index, traj_index, step_index)
-    reward, valid = flat_reward_valid(reward, valid)
+    reward, valid = flat_reward_valid(reward, valid, layout)
     scorer_obj = resolve_scorer(
         config.scorer if scorer is None else scorer, config.scorer_model_path, config.scorer_device,
         config.scorer_precision,
@@ -432,7 +432,7 @@ def scpo_advantages_flat(
     """
     config, scorer = _flat_config(config, scorer, options)
     layout = batch_layout(group_index, traj_index, step_index)
-    reward, valid = flat_reward_valid(reward, valid)
+    reward, valid = flat_reward_valid(reward, valid, layout)
     success = np.asarray(success, dtype=bool)
     texts = [str(t) for t in step_text]
     anchor = None if anchor is None else as_object_array(anchor)
