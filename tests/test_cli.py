@@ -120,11 +120,16 @@ def test_eval_model_is_driven_as_its_agentrl_json_recommends_unless_told_otherwi
 
     model = shutil.copytree(tiny_model_dir(), tmp_path / "model")
     (model / "agentrl.json").write_text(json.dumps(
-        {"agent": {"think": False, "mode": "score", "history_length": 1, "action_memory": 4, "list_actions": False}}))
+        {"agent": {"think": False, "mode": "score", "history_length": 1, "action_memory": 4, "list_actions": False,
+                   "choice_rule": "mean"}}))
     args = ("eval", "--env", "crafting", "--model", str(model), "--episodes", "1", "-e", "max_steps=2")
     result = run(agentrl_cli, *args)
     assert result.returncode == 0, result.stderr
-    assert "agent: mode score, think off, history_length 1, action_memory 4, list_actions off" in result.stderr
+    assert ("agent: mode score (mean log-likelihood), think off, history_length 1, action_memory 4, list_actions off"
+            in result.stderr)
+    result = run(agentrl_cli, *args, "--choice-rule", "sum")
+    assert result.returncode == 0, result.stderr
+    assert "agent: mode score (sum log-likelihood), think off" in result.stderr
     result = run(agentrl_cli, *args, "--mode", "generate", "--think")
     assert result.returncode == 0, result.stderr
     assert "agent: mode generate, think on, history_length 1" in result.stderr

@@ -30,3 +30,19 @@ def test_custom_env_trains_from_the_cli(tmp_path, agentrl_cli):
         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "cli" / "checkpoints" / "iter-000001" / "COMPLETE").is_file()
+
+
+def test_the_plain_errands_env_passes_check_env_and_its_expert_wins(agentrl_cli):
+    """examples/errands_env.py imports no agentrl; check-env accepts it as it is and plays its expert, and the
+    expert's shortest errand wins every task it is given."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES), "COLUMNS": "200"}
+    lines = (EXAMPLES / "errands_env.py").read_text().splitlines()
+    assert not [line for line in lines if line.startswith(("import agentrl", "from agentrl"))]
+    checked = subprocess.run([*agentrl_cli, "check-env", "errands_env:Errands"], capture_output=True, text=True,
+                             timeout=600, env=env)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert "passes check_text_env" in checked.stdout + checked.stderr
+    played = subprocess.run([*agentrl_cli, "eval", "--env", "errands_env:Errands", "--agent", "expert",
+                             "--episodes", "20"], capture_output=True, text=True, timeout=600, env=env)
+    assert played.returncode == 0, played.stderr[-3000:]
+    assert "│       All │     100.0 │" in played.stdout

@@ -252,6 +252,21 @@ def test_choice_rows_use_the_candidate_softmax() -> None:
             assert len(values) == 1 and values[0] <= 0.0
 
 
+def test_choice_rows_recompute_the_rule_they_were_scored_by() -> None:
+    """Rows scored by the per-token mean and by the sum, in one batch, each recompute their own policy: the mean
+    rule's old log-probs differ from the sum's on the same prompt, and the learner reproduces both."""
+    policy = fresh_policy()
+    prompts = [policy.render([{"role": "user", "content": text}]) for text in USER_TURNS[:2]]
+    by_mean = policy.score_choices(prompts, CANDIDATES, sample=False, rule="mean")
+    by_sum = policy.score_choices(prompts, CANDIDATES, sample=False, rule="sum")
+    samples = [TrainingSample.from_choice(c, 1.0) for c in by_mean + by_sum]
+    assert [s.choice_rule for s in samples] == ["mean", "mean", "sum", "sum"]
+    assert not math.isclose(by_mean[0].probs[0], by_sum[0].probs[0], abs_tol=1e-3)
+    recomputed = Learner(policy, exact_config(temperature=1.0)).compute_log_probs(samples)
+    for sample, values in zip(samples, recomputed):
+        assert values == pytest.approx(sample.old_logprobs, abs=1e-4)
+
+
 def test_generation_sees_the_updated_weights() -> None:
     policy = fresh_policy()
     learner = Learner(policy, exact_config(lr=1e-2))

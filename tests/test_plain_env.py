@@ -153,7 +153,10 @@ SMALL = {"rollout.tasks_per_iteration": 2, "rollout.group_size": 2, "rollout.wor
          "generation.max_new_tokens": 8, "generation.max_prompt_tokens": 192, "learner.lr": 1e-3,
          "learner.mini_batch_size": 8, "learner.micro_batch_size": 4, "learner.bf16": False,
          "run.iterations": 1, "run.eval_every": 0, "run.sample_groups": 0}
-TRAINED_AS = {"agent.mode": "score", "agent.think": False, "agent.history_length": 1, "agent.list_actions": False}
+#: Trained with the scoring rule that is not the default, so that it has to travel with the checkpoint.
+OTHER_RULE = "mean"
+TRAINED_AS = {"agent.mode": "score", "agent.think": False, "agent.history_length": 1, "agent.list_actions": False,
+              "agent.choice_rule": OTHER_RULE}
 
 
 def sections(flat: dict) -> dict:
@@ -185,6 +188,9 @@ def test_a_plain_env_trains_by_every_name_and_its_checkpoint_is_driven_as_traine
     monkeypatch.syspath_prepend(str(here))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(plugin)]), "COLUMNS": "200"}
     settings = {**SMALL, **TRAINED_AS, "model.path": str(tiny_model_dir())}
+    from agentrl.config import DEFAULT_CHOICE_RULE
+
+    assert OTHER_RULE != DEFAULT_CHOICE_RULE
 
     # Python, by module:Class and by Gymnasium id
     for name in ("test_plain_env:PotionLab", "PotionLab-v7"):
@@ -210,9 +216,10 @@ def test_a_plain_env_trains_by_every_name_and_its_checkpoint_is_driven_as_traine
     cli_settings = json.loads(report_path.read_text())["settings"]
     python_settings = evaluate_model("test_plain_env:PotionLab", str(model), episodes=2).settings
     assert cli_settings == python_settings
-    assert {f"agent.{k}": cli_settings[k] for k in ("mode", "think", "history_length", "list_actions")} == TRAINED_AS
+    assert {f"agent.{k}": cli_settings[k] for k in ("mode", "think", "history_length", "list_actions",
+                                                    "choice_rule")} == TRAINED_AS
     # and training on from the checkpoint (Python API, no agent settings given) takes them too
     again = agentrl.train(env="test_plain_env:PotionLab", algo="grpo", model=str(model), run_dir=tmp_path / "again", quiet=True,
                           **sections({k: v for k, v in SMALL.items()}))
     config = (again.run_dir / "config.yaml").read_text()
-    assert "mode: score" in config and "history_length: 1" in config
+    assert "mode: score" in config and "history_length: 1" in config and f"choice_rule: {OTHER_RULE}" in config

@@ -20,6 +20,7 @@ from agentrl.policy import (
     GenerationConfig,
     HFPolicy,
     LoraSettings,
+    choice_scores,
     choice_sequence_logliks,
     configure_cpu_threads,
     default_cpu_threads,
@@ -371,6 +372,20 @@ def test_score_choices_is_a_distribution_and_matches_a_recomputation(policy, pro
         expected = torch.log_softmax(seq / 0.8, dim=0)[choice.index].item()
         assert choice.logprob == pytest.approx(expected, abs=1e-4)
     assert len(choices[2].probs) == 1 and choices[2].logprob == pytest.approx(0.0, abs=1e-6)
+
+
+def test_mean_rule_divides_each_candidates_loglik_by_its_token_count(policy, prompts) -> None:
+    choices = policy.score_choices(prompts, CANDIDATES, temperature=0.7, seed=0, rule="mean")
+    for choice in choices:
+        assert choice.rule == "mean"
+        lengths = torch.tensor([len(ids) for ids in choice.choice_ids], dtype=torch.float64)
+        scores = torch.tensor(choice.seq_logliks, dtype=torch.float64) / lengths  # seq_logliks stay the plain sums
+        assert choice.probs == pytest.approx(torch.softmax(scores / 0.7, dim=0).tolist(), abs=1e-5)
+    # A candidate twice as long with the same per-token log-likelihood scores the same under "mean", not "sum".
+    assert choice_scores(torch.tensor([-2.0, -4.0]), [1, 2], "mean").tolist() == [-2.0, -2.0]
+    assert choice_scores(torch.tensor([-2.0, -4.0]), [1, 2], "sum").tolist() == [-2.0, -4.0]
+    with pytest.raises(ConfigError, match="unknown choice rule 'max'; known: sum, mean"):
+        policy.score_choices(prompts[:1], CANDIDATES[:1], rule="max")
 
 
 def test_score_choices_greedy_and_seeded_sampling(policy, prompts) -> None:

@@ -57,7 +57,8 @@ def test_sft_from_expert_renders_prompts_as_the_model_is_driven_and_records_it(t
     model_dir = save_tiny_model(tmp_path / "m", seed=5)
     run = dict(tasks=2, epochs=1, lr=1e-3, max_prompt_tokens=4096)
     listed = sft_from_expert("crafting", str(model_dir), str(tmp_path / "listed"), **run)
-    recommended = {"think": False, "history_length": 1, "action_memory": 4, "list_actions": False, "mode": "score"}
+    recommended = {"think": False, "history_length": 1, "action_memory": 4, "list_actions": False, "mode": "score",
+                   "choice_rule": "mean"}  # not the default rule: the fine-tuning must train and record the model's
     (model_dir / "agentrl.json").write_text(json.dumps({"agent": recommended}))
     driven = sft_from_expert("crafting", str(model_dir), str(tmp_path / "driven"), **run)
     # Same expert steps, but the prompts follow the model's settings: no action list, a shorter history.
@@ -68,6 +69,7 @@ def test_sft_from_expert_renders_prompts_as_the_model_is_driven_and_records_it(t
     # ...and train drives the fine-tuned folder the same way.
     agent = build_config(overrides={"model.path": str(tmp_path / "driven")}).agent
     assert (agent.list_actions, agent.history_length, agent.action_memory, agent.think) == (False, 1, 4, False)
+    assert agent.choice_rule == "mean"
     assert json.loads((tmp_path / "listed" / "agentrl.json").read_text())["agent"]["list_actions"] is True
     # A think given explicitly wins over the recommendation.
     thinking = sft_from_expert("crafting", str(model_dir), str(tmp_path / "think"), think=True, **run)

@@ -17,6 +17,9 @@ DEFAULT_OUT = ROOT / "src" / "agentrl" / "assets" / "policies" / "tiny"
 #: no list of admissible actions (``list_actions: False``); the settings a cache was collected with are kept in
 #: ``demos/agent.json`` (:func:`agent_settings`).
 AGENT = {"think": False, "history_length": 2, "action_memory": 12}
+#: The scoring rule the policy is trained and driven with: the summed sequence log-likelihood (what it was built
+#: with; agentrl's default for other models may differ, so the recipe and the packaged agentrl.json say it).
+CHOICE_RULE = "sum"
 
 
 def log(message: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from agentrl.envs.alfworld.experts import SearchingExpert, wanted_object
 
 from .collect import play_alfworld_games, record_step
-from .common import agent_settings, done_marker, done_stats, log, validation_games, without_games
+from .common import CHOICE_RULE, agent_settings, done_marker, done_stats, log, validation_games, without_games
 from .train import fit, training_rows
 
 #: The temperatures each game is played at per round: greedy, then sampled.
@@ -45,7 +45,7 @@ def _policy_episode(env: Any, agent: Any, policy: Any, task_id: str, kind: str, 
     for step in range(max_steps):
         prompt = policy.render(agent.messages(0, obs, info))
         (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=max(temperature, 1e-6),
-                                         sample=temperature > 0, seed=seed * 1_000_003 + step)
+                                         sample=temperature > 0, seed=seed * 1_000_003 + step, rule=CHOICE_RULE)
         action = agent.parse(choice.text).action
         expert_action = label(obs, info, action)
         if expert_action is None:

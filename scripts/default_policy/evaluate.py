@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import agent_settings, log
+from .common import CHOICE_RULE, agent_settings, log
 from .dagger import final_model
 
 #: (job name, env, split, episodes (None: all), agent). Agents: "greedy" (the highest-scoring admissible action,
@@ -58,7 +58,8 @@ def run_eval_job(name: str, env_name: str, split: str | None, episodes: int | No
     t0 = time.perf_counter()
     if agent in MODEL_AGENTS:
         mode, temperature = MODEL_AGENTS[agent]
-        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode, **agent_settings,
+        report = evaluate_model(env_name, model, split=split, episodes=episodes, mode=mode,
+                                **{"choice_rule": CHOICE_RULE, **agent_settings},
                                 temperature=temperature, workers=workers, seed=seed)
     else:
         env = envs.make(env_name, expert=agent == "expert")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .card import card_result, model_card
-from .common import agent_settings, done_stats, log, without_games
+from .common import CHOICE_RULE, agent_settings, done_stats, log, without_games
 from .dagger import dagger_rounds, final_model
 from .evaluate import MODEL_AGENTS, eval_rows
 from .options import build_command
@@ -61,7 +61,8 @@ def stage_package(args: argparse.Namespace, work: Path) -> None:
     config = model.config
     build = {
         # How the policy is meant to be driven: written next to the weights (agentrl.json), read by the trainer.
-        "name": "agentrl-tiny", "agent": {**agent_settings(args, work), "mode": "score"}, "seed": args.seed,
+        "name": "agentrl-tiny", "agent": {**agent_settings(args, work), "mode": "score", "choice_rule": CHOICE_RULE},
+        "seed": args.seed,
         "architecture": {"hidden": config.hidden_size, "intermediate": config.intermediate_size,
                          "layers": config.num_hidden_layers, "vocab": config.vocab_size,
                          "parameters": train["parameters"], "tied_embeddings": bool(config.tie_word_embeddings)},

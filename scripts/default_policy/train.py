@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .collect import load_demos, skip_kinds
-from .common import log, validation_games
+from .common import CHOICE_RULE, log, validation_games
 
 
 def build_model(tokenizer: Any, args: argparse.Namespace) -> Any:
@@ -237,7 +237,7 @@ def fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpars
             log(f"{stage}: step {step}/{total} loss {loss:.3f} ({rate:.0f} tok/s)")
 
     def on_epoch(epoch: int, loss: float) -> None:
-        val = sft_loss(policy, val_demos, mode=args.sft_mode) if val_demos else float("nan")
+        val = sft_loss(policy, val_demos, mode=args.sft_mode, choice_rule=CHOICE_RULE) if val_demos else float("nan")
         # An epoch whose end was interrupted before its checkpoint is finished again on resume: one entry each.
         history[:] = [h for h in history if h["epoch"] != epoch + 1]
         history.append({"epoch": epoch + 1, "train_loss": loss, "val_loss": val,
@@ -246,7 +246,8 @@ def fit(policy: Any, train_rows: list[dict], val_rows: list[dict], args: argpars
         history_path.write_text(json.dumps({"epochs": history, "seconds": history[-1]["seconds"]}, indent=1))
         log(f"{stage}: epoch {epoch + 1}: train loss {loss:.4f}, validation loss {val:.4f}")
 
-    sft(policy, train_demos, mode=args.sft_mode, epochs=epochs, lr=lr, batch_size=args.batch_size,
+    sft(policy, train_demos, mode=args.sft_mode, choice_rule=CHOICE_RULE, epochs=epochs, lr=lr,
+        batch_size=args.batch_size,
         seed=args.seed, weight_decay=0.01, lr_schedule="cosine", on_epoch=on_epoch, on_step=on_step,
         checkpoint_dir=checkpoints, checkpoint_every=args.checkpoint_every,
         micro_batch_tokens=args.micro_batch_tokens)

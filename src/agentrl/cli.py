@@ -187,6 +187,8 @@ def eval_command(
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of --model (0: greedy).")] = 0.4,
     mode: Annotated[Optional[str], typer.Option(help="--model acts by 'generate' (free text) or 'score' (likeliest "
                                                 "admissible action); default: the model's agentrl.json.")] = None,
+    choice_rule: Annotated[Optional[str], typer.Option(help="Score mode ranks actions by 'sum' or 'mean' token "
+                                                       "log-likelihood; default: the model's agentrl.json.")] = None,
     think: Annotated[Optional[bool], typer.Option(help="Ask --model for <think> before <action>; default: the "
                                                   "model's agentrl.json.", show_default=False)] = None,
     history_length: Annotated[Optional[int], typer.Option(min=0, help="Past steps in --model's prompt; default: the "
@@ -227,12 +229,14 @@ def eval_command(
         # on the command line wins.
         if mode not in (None, "generate", "score"):
             raise ConfigError(f"--mode must be 'generate' or 'score', got {mode!r}")
-        settings = resolve_agent_settings(model, {"mode": mode, "think": think, "history_length": history_length,
-                                                  "action_memory": action_memory, "list_actions": list_actions})
+        settings = resolve_agent_settings(model, {"mode": mode, "choice_rule": choice_rule, "think": think,
+                                                  "history_length": history_length, "action_memory": action_memory,
+                                                  "list_actions": list_actions})
         # agentrl.hardware's threading trap; the process ends after this command, so nothing is restored.
         configure_cpu_threads(threads or default_cpu_threads())
-        err_console.print(f"agent: mode {settings.mode}, think {'on' if settings.think else 'off'}, history_length "
-                          f"{settings.history_length}, action_memory {settings.action_memory}, list_actions "
+        rule = f" ({settings.choice_rule} log-likelihood)" if settings.mode == "score" else ""
+        err_console.print(f"agent: mode {settings.mode}{rule}, think {'on' if settings.think else 'off'}, "
+                          f"history_length {settings.history_length}, action_memory {settings.action_memory}, list_actions "
                           f"{'on' if settings.list_actions else 'off'}; torch threads {torch.get_num_threads()}",
                           markup=False, highlight=False)
         with Progress(*columns, console=err_console) as progress:

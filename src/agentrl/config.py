@@ -21,6 +21,12 @@ import yaml
 
 from agentrl.errors import ConfigError
 
+#: How scoring mode turns a candidate's token log-likelihoods into its score (docs/spec/algorithms.md §1.5.1):
+#: ``"sum"``, the sequence log-likelihood log p(c | x), or ``"mean"``, that divided by the candidate's token count.
+ChoiceRule = Literal["sum", "mean"]
+CHOICE_RULES: tuple[str, ...] = typing.get_args(ChoiceRule)
+DEFAULT_CHOICE_RULE: ChoiceRule = "sum"
+
 
 # ------------------------------------------------------------------------------------------ generation, LoRA, learner
 @dataclass
@@ -163,6 +169,8 @@ class SFTConfig:
 
     mode: str = "score"
     """``"score"`` (choice among the admissible actions), ``"generate"`` (the reply's tokens) or ``"both"``."""
+    choice_rule: ChoiceRule = DEFAULT_CHOICE_RULE
+    """How the score-mode loss ranks candidates (:data:`CHOICE_RULES`); recorded as the model's agent setting."""
     epochs: int = 1
     lr: float = 1e-3
     batch_size: int = 16
@@ -212,6 +220,7 @@ class AgentSection:
     list_actions: bool = True  #: list the admissible actions in the prompt (the reference); a scoring policy need not
     think: bool = True  #: ask for <think>…</think> before <action>; off for tiny models
     mode: Literal["generate", "score"] = "generate"  #: free generation, or softmax over admissible actions' likelihoods
+    choice_rule: ChoiceRule = DEFAULT_CHOICE_RULE  #: score mode: rank actions by summed or mean token log-likelihood
 
 
 @dataclass

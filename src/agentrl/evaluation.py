@@ -168,20 +168,19 @@ def report_from_rollouts(batch: RolloutBatch, env: str, split: str, agent: str) 
 
 
 def evaluate_model(env: str, model: str, *, split: str | None = None, episodes: int | None = None,
-                   env_args: dict[str, Any] | None = None, temperature: float = 0.4, mode: str | None = None,
-                   think: bool | None = None, history_length: int | None = None, action_memory: int | None = None,
-                   list_actions: bool | None = None, workers: int = 0, seed: int = 0,
+                   env_args: dict[str, Any] | None = None, temperature: float = 0.4, workers: int = 0, seed: int = 0,
                    generation: GenerationConfig | None = None, cache_dir: str | Path = "runs/models",
-                   attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None) -> EvalReport:
+                   attempts: int = 1, on_step: Callable[[int, int, int], None] | None = None,
+                   **agent: Any) -> EvalReport:
     """Evaluate a model-driven ReAct agent: ``attempts`` episodes (default one) of each task of ``split`` at
-    ``temperature`` (docs/spec/algorithms.md §1.6: 0.4). The agent settings left ``None`` are the model's own (its
+    ``temperature`` (docs/spec/algorithms.md §1.6: 0.4). ``agent`` takes :class:`~agentrl.config.AgentSection`'s
+    settings (``mode``, ``think``, ``choice_rule``, ...); those left out or ``None`` are the model's own (its
     ``agentrl.json``, :func:`agentrl.config.resolve_agent_settings`), as ``agentrl train`` and ``agentrl eval``
     drive it; the report records the settings used. Several attempts per task measure a sampling policy's success
     on a small task set with less noise. ``on_step(episodes_done, episodes_total, wins)`` reports progress after
     every batched step."""
     start = time.perf_counter()
-    settings = resolve_agent_settings(model, {"mode": mode, "think": think, "history_length": history_length,
-                                              "action_memory": action_memory, "list_actions": list_actions})
+    settings = resolve_agent_settings(model, agent)
     split, batch = play_model(env, model, settings, split=split, episodes=episodes, env_args=env_args,
                               generation=dataclasses.replace(generation or GenerationConfig(), temperature=temperature),
                               workers=workers, seed=seed, cache_dir=cache_dir, attempts=attempts, on_step=on_step)
@@ -209,5 +208,6 @@ def play_model(env: str, model: str, settings: AgentSection, *, split: str | Non
                        list_actions=settings.list_actions)
     with EnvPool(env, env_args, workers=workers) as pool:
         batch = collect_rollouts(pool, agent, policy, task_ids, attempts, generation or GenerationConfig(),
-                                 mode=settings.mode, seed=seed, group_prefix="eval/", on_step=on_step)
+                                 mode=settings.mode, choice_rule=settings.choice_rule, seed=seed, group_prefix="eval/",
+                                 on_step=on_step)
     return split, batch

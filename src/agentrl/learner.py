@@ -144,7 +144,7 @@ def bf16_autocast_pays(model: torch.nn.Module) -> bool:
 
 
 def _choice_key(sample: TrainingSample) -> tuple:
-    return tuple(sample.prompt_ids), tuple(tuple(ids) for ids in sample.choice_ids or ())
+    return tuple(sample.prompt_ids), tuple(tuple(ids) for ids in sample.choice_ids or ()), sample.choice_rule
 
 
 
@@ -262,7 +262,8 @@ class Learner:
                     firsts.setdefault(k, i)
                 log_policy, _ = choice_log_probs(
                     model, [samples[firsts[k]].prompt_ids for k in range(len(unique))],
-                    [samples[firsts[k]].choice_ids for k in range(len(unique))], temperature=temperature, pad_id=pad)
+                    [samples[firsts[k]].choice_ids for k in range(len(unique))], temperature=temperature, pad_id=pad,
+                    rule=[samples[firsts[k]].choice_rule for k in range(len(unique))])
                 for k, i in zip(slot, choice_rows):
                     logp = log_policy[k]
                     per_row_logprobs[i] = logp[samples[i].choice_index].reshape(1)

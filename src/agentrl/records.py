@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentrl.algos.types import Trajectory
+from agentrl.config import DEFAULT_CHOICE_RULE
 
 __all__ = ["Choice", "Generation", "RolloutBatch", "RolloutTrajectory", "TrainingSample"]
 
@@ -42,7 +43,8 @@ class Choice:
     response_ids: list[int]
     """The chosen candidate's token ids (``choice_ids[index]``)."""
     logprob: float
-    """``log softmax(seq_logliks / temperature)[index]``: the log-probability with which it was chosen."""
+    """``log softmax(score / temperature)[index]`` (score: ``seq_logliks`` under ``rule``): the log-probability with
+    which it was chosen."""
     choice_ids: list[list[int]]
     """Every candidate's token ids, in order; the learner recomputes the same distribution from these."""
     probs: list[float]
@@ -50,6 +52,8 @@ class Choice:
     seq_logliks: list[float]
     """Each candidate's sequence log-likelihood under the model (temperature 1)."""
     prompt_ids: list[int] = field(default_factory=list)
+    rule: str = DEFAULT_CHOICE_RULE
+    """How the scores were made from the log-likelihoods (``agentrl.config.CHOICE_RULES``)."""
 
 
 @dataclass
@@ -65,6 +69,8 @@ class TrainingSample:
     choice_ids: list[list[int]] | None = None
     """Scoring-mode rows: every candidate's ids, as in :attr:`agentrl.policy.Choice.choice_ids`."""
     choice_index: int | None = None
+    choice_rule: str = DEFAULT_CHOICE_RULE
+    """Scoring-mode rows: the rule the candidates were scored by; the learner recomputes the policy with it."""
 
     @classmethod
     def from_generation(cls, generation: Generation, advantage: float) -> TrainingSample:
@@ -77,7 +83,8 @@ class TrainingSample:
         """A row for a reply chosen by admissible-action scoring."""
         return cls(prompt_ids=list(choice.prompt_ids), response_ids=list(choice.response_ids),
                    old_logprobs=[float(choice.logprob)], advantage=float(advantage),
-                   choice_ids=[list(ids) for ids in choice.choice_ids], choice_index=int(choice.index))
+                   choice_ids=[list(ids) for ids in choice.choice_ids], choice_index=int(choice.index),
+                   choice_rule=choice.rule)
 
     @property
     def is_choice(self) -> bool:

@@ -35,7 +35,7 @@ from agentrl.algos.types import Step, Trajectory
 from agentrl.envpool import EnvFailure, PendingReplies, SlotPool
 from agentrl.errors import ConfigError
 from agentrl.generators import Generator
-from agentrl.config import GenerationConfig
+from agentrl.config import DEFAULT_CHOICE_RULE, GenerationConfig
 from agentrl.policy import HFPolicy
 from agentrl.records import RolloutBatch, RolloutTrajectory, TrainingSample
 
@@ -56,6 +56,7 @@ def collect_rollouts(
     generation: GenerationConfig,
     *,
     mode: str = "generate",
+    choice_rule: str = DEFAULT_CHOICE_RULE,
     seed: int = 0,
     group_prefix: str = "",
     max_trajectory_tokens: int | None = None,
@@ -71,7 +72,7 @@ def collect_rollouts(
     ``sent_resets``: this rollout's resets, already sent (``pool.reset_async(reset_requests(task_ids, group_size,
     seed))``, for example while the learner was busy); ``time/env_reset`` is then only the time still waited.
     """
-    rollout = _Rollout(agent, policy, policy if generator is None else generator, generation, mode,
+    rollout = _Rollout(agent, policy, policy if generator is None else generator, generation, (mode, choice_rule),
                        [task_ids[s // group_size] for s in range(len(task_ids) * group_size)], max_trajectory_tokens)
     t0 = time.perf_counter()
     resets = (sent_resets.result() if sent_resets is not None
@@ -120,8 +121,9 @@ class _Rollout:
     """The episodes of one :func:`collect_rollouts` call, slot by slot, as they are played."""
 
     def __init__(self, agent: PromptAgent, policy: HFPolicy, generator: Generator, generation: GenerationConfig,
-                 mode: str, slot_task: list[str], max_trajectory_tokens: int | None) -> None:
-        self.agent, self.policy, self.generator, self.generation, self.mode = agent, policy, generator, generation, mode
+                 mode: tuple[str, str], slot_task: list[str], max_trajectory_tokens: int | None) -> None:
+        self.agent, self.policy, self.generator, self.generation = agent, policy, generator, generation
+        self.mode, self.choice_rule = mode  # ("generate" | "score", the scoring mode's choice rule)
         self.slot_task = slot_task
         self.max_trajectory_tokens = max_trajectory_tokens
         n_slots = len(slot_task)
@@ -157,11 +159,11 @@ class _Rollout:
                 raise ConfigError("agent.mode=score chooses among admissible actions, but the env listed none for "
                                   f"task {self.slot_task[active[candidates.index([])]]!r}; use agent.mode=generate")
             choices = policy.score_choices(prompts, candidates, temperature=max(generation.temperature, 1e-6),
-                                           sample=generation.temperature > 0, seed=step_seed)
+                                           sample=generation.temperature > 0, seed=step_seed, rule=self.choice_rule)
             return [c.text for c in choices], [
                 TrainingSample(prompt_ids=p, response_ids=list(c.response_ids), old_logprobs=[float(c.logprob)],
                                advantage=0.0, choice_ids=[list(ids) for ids in c.choice_ids],
-                               choice_index=int(c.index))
+                               choice_index=int(c.index), choice_rule=c.rule)
                 for p, c in zip(prompts, choices)
             ]
         generations = self.generator.generate(prompts, generation, seed=step_seed)

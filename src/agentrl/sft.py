@@ -31,10 +31,10 @@ import torch
 
 from agentrl.agents.react import ReActAgent
 from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, restore_rng, save_checkpoint
-from agentrl.config import AgentSection, SFTConfig, from_dict
+from agentrl.config import DEFAULT_CHOICE_RULE, AgentSection, SFTConfig, from_dict
 from agentrl.errors import AgentRLError
 from agentrl.models import AGENT_SETTINGS_FILE, recommended_agent_settings, resolve_model
-from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, token_log_probs
+from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, choice_scores, token_log_probs
 
 
 @dataclass
@@ -78,14 +78,15 @@ def collect_demonstrations(env_name: str, policy: HFPolicy, agent: ReActAgent, *
 
 
 def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str,
-                prompt_loss_weight: float = 0.0) -> torch.Tensor:
+                prompt_loss_weight: float = 0.0, rule: str = DEFAULT_CHOICE_RULE) -> torch.Tensor:
     prompts = [d.prompt_ids for d in batch]
     if mode in ("score", "both"):
         if prompt_loss_weight > 0:
             seq_logliks, prompt_logliks = choice_and_prompt_logliks(model, prompts, [d.choice_ids for d in batch])
-            log_policy = [torch.log_softmax(s, dim=-1) for s in seq_logliks]
+            log_policy = [torch.log_softmax(choice_scores(s, [len(c) for c in d.choice_ids], rule), dim=-1)
+                          for s, d in zip(seq_logliks, batch)]
         else:
-            log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch])
+            log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch], rule=rule)
         loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()
         if mode == "both":  # the same forward pass gives the expert reply's tokens: its per-token NLL
             loss = loss - torch.stack([s[d.expert_index] / len(d.choice_ids[d.expert_index])
@@ -259,7 +260,8 @@ def _sft_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, demos: l
     loss = 0.0
     for micro in _micro_batches(demos, indices, config.mode, config.micro_batch_tokens):
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-            part = _batch_loss(model, [demos[i] for i in micro], config.mode, config.prompt_loss_weight) * (
+            part = _batch_loss(model, [demos[i] for i in micro], config.mode, config.prompt_loss_weight,
+                               config.choice_rule) * (
                 len(micro) / len(indices))
         part.backward()
         loss += float(part.detach())
@@ -313,7 +315,7 @@ def checkpoint_dir_for(out_dir: str | Path) -> Path:
 
 @torch.no_grad()
 def sft_loss(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score", batch_size: int = 32,
-             bf16: bool | str = "auto") -> float:
+             bf16: bool | str = "auto", choice_rule: str = DEFAULT_CHOICE_RULE) -> float:
     """The mean SFT loss of ``demos`` under ``policy`` (no update): a validation loss."""
     from agentrl.learner import bf16_autocast_pays
 
@@ -328,7 +330,7 @@ def sft_loss(policy: HFPolicy, demos: list[Demonstration], *, mode: str = "score
         for indices in _length_batches(demos, list(range(len(demos))), batch_size):
             batch = [demos[i] for i in indices]
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                total += float(_batch_loss(model, batch, mode)) * len(batch)
+                total += float(_batch_loss(model, batch, mode, rule=choice_rule)) * len(batch)
     finally:
         model.train(was_training)
     return total / max(len(demos), 1)
@@ -362,7 +364,8 @@ def sft_from_expert(env_name: str, model: str, out_dir: str, *, mode: str = "sco
                                    max_prompt_tokens=max_prompt_tokens)
     collected = time.perf_counter()
     checkpoints = checkpoint_dir_for(out_dir)
-    losses = sft(policy, demos, SFTConfig(mode=mode, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, bf16=bf16,
+    losses = sft(policy, demos, SFTConfig(mode=mode, choice_rule=settings.choice_rule, epochs=epochs, lr=lr,
+                                          batch_size=batch_size, seed=seed, bf16=bf16,
                                           checkpoint_every=checkpoint_every),
                  on_epoch=on_epoch, checkpoint_dir=checkpoints)
     policy.save_pretrained(out_dir)

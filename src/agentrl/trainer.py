@@ -350,7 +350,8 @@ class Trainer:
         what = "evaluation" if group_prefix.startswith("eval") else f"iteration {group_prefix.split('/')[0]} rollouts"
         with self._progress(what) as on_step:
             batch = collect_rollouts(self.pool, self.agent, self.policy, tasks, group_size, generation,
-                                     mode=self.config.agent.mode, seed=seed, group_prefix=group_prefix,
+                                     mode=self.config.agent.mode, choice_rule=self.config.agent.choice_rule,
+                                     seed=seed, group_prefix=group_prefix,
                                      max_trajectory_tokens=self.config.rollout.max_trajectory_tokens,
                                      generator=self.generator, overlap_env_steps=self.config.rollout.overlap_env_steps,
                                      sent_resets=sent_resets, on_step=on_step)

@@ -14,9 +14,10 @@ it never imports environments or agents.
 * :meth:`HFPolicy.score_choices` — admissible-action scoring. For each prompt, every candidate reply string is
   scored by its sequence log-likelihood in a forward pass (each prompt is packed with all its candidates into one
   row under a block attention mask, so the prompt is encoded once; one prompt per forward on CPU, where that is
-  fastest, and identical prompts once); the policy is the softmax of these log-likelihoods divided by a
-  temperature, and an index is sampled from it. The learner recomputes exactly this distribution with the current
-  weights (:func:`choice_log_probs`), so the PPO ratio compares like with like.
+  fastest, and identical prompts once); the policy is the softmax of the candidates' scores (the summed or the
+  per-token mean log-likelihood, ``agent.choice_rule``) divided by a temperature, and an index is sampled from it.
+  The learner recomputes exactly this distribution with the current weights (:func:`choice_log_probs`), so the PPO
+  ratio compares like with like.
 
 Which log-probability is reported
     For generation with temperature ``T > 0`` every token's log-probability is ``log_softmax(logits / T)`` at the
@@ -54,6 +55,7 @@ from agentrl.policy.hf import HFPolicy, quiet_progress_bars
 from agentrl.policy.logprobs import (
     choice_and_prompt_logliks,
     choice_log_probs,
+    choice_scores,
     choice_sequence_logliks,
     token_log_probs,
 )
@@ -70,6 +72,7 @@ __all__ = [
     "LoraSettings",
     "choice_and_prompt_logliks",
     "choice_log_probs",
+    "choice_scores",
     "choice_sequence_logliks",
     "configure_cpu_threads",
     "default_cpu_threads",

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from agentrl.config import GenerationConfig, LoraSettings
+from agentrl.config import DEFAULT_CHOICE_RULE, GenerationConfig, LoraSettings
 from agentrl.errors import ConfigError, MissingDataError
 from agentrl.hardware import cuda_available
 from agentrl.policy.logprobs import (
@@ -366,12 +366,13 @@ class HFPolicy:
 
     def score_choices(self, prompts: list[list[int]], choices: list[list[str]], temperature: float = 1.0,
                       sample: bool = True, seed: int | None = None, *, append_eos: bool = True,
-                      batch_size: int | None = None) -> list[Choice]:
-        """Choose one candidate reply per prompt by its sequence log-likelihood.
+                      batch_size: int | None = None, rule: str = DEFAULT_CHOICE_RULE) -> list[Choice]:
+        """Choose one candidate reply per prompt by its log-likelihood, summed or per token (``rule``).
 
         Each candidate is tokenized on its own (no special tokens) and, with ``append_eos``, followed by the
         end-of-turn token, so the score is that of the complete reply ("go to cabinet 1" does not get the credit
-        of "go to cabinet 10"). The policy over a prompt's candidates is ``softmax(seq_logliks / temperature)``;
+        of "go to cabinet 10"). The policy over a prompt's candidates is ``softmax(score / temperature)``, the score
+        being the sequence log-likelihood (``rule="sum"``) or its mean over the candidate's tokens (``"mean"``);
         the index is sampled from it (``sample=True`` and ``temperature > 0``) or taken as the argmax.
         ``batch_size`` bounds how many distinct prompts share one forward pass (default: one on CPU, where that
         is fastest; all of them elsewhere); identical prompts with identical candidates are scored once.
@@ -403,7 +404,8 @@ class HFPolicy:
                     part = firsts[start:start + step]
                     log_policy, seq_logliks = choice_log_probs(self.model, [prompts[r] for r in part],
                                                                [choice_ids[r] for r in part],
-                                                               temperature=temperature, pad_id=self.pad_token_id)
+                                                               temperature=temperature, pad_id=self.pad_token_id,
+                                                               rule=rule)
                     computed.update({r: (lp, sl) for r, lp, sl in zip(part, log_policy, seq_logliks)})
                 for row, first in enumerate(slots):
                     logp, seq = computed[first]
@@ -414,7 +416,7 @@ class HFPolicy:
                     results.append(Choice(index=index, text=choices[row][index],
                                           response_ids=list(choice_ids[row][index]), logprob=float(logp[index]),
                                           choice_ids=choice_ids[row], probs=logp.exp().tolist(),
-                                          seq_logliks=seq.tolist(), prompt_ids=prompts[row]))
+                                          seq_logliks=seq.tolist(), prompt_ids=prompts[row], rule=rule))
         finally:
             self.model.train(was_training)
         return results

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from agentrl.config import CHOICE_RULES, DEFAULT_CHOICE_RULE
 from agentrl.errors import ConfigError
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -329,18 +330,34 @@ def _shared_cache_choice_logliks(model: torch.nn.Module, prompts: Sequence[Seque
     return list(torch.split(seq_logliks, counts.tolist()))
 
 
+def choice_scores(seq_logliks: torch.Tensor, lengths: Sequence[int], rule: str = DEFAULT_CHOICE_RULE) -> torch.Tensor:
+    """Each candidate's score under ``rule``: its sequence log-likelihood (``"sum"``) or that divided by its token
+    count (``"mean"``, the length-normalised rule: a short candidate no longer wins by having fewer tokens to pay
+    for)."""
+    if rule == "sum":
+        return seq_logliks
+    if rule == "mean":
+        return seq_logliks / torch.as_tensor(lengths, dtype=seq_logliks.dtype, device=seq_logliks.device)
+    raise ConfigError(f"unknown choice rule {rule!r}; known: {', '.join(CHOICE_RULES)}")
+
+
 def choice_log_probs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
                      choices: Sequence[Sequence[Sequence[int]]], *, temperature: float = 1.0,
-                     pad_id: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The scoring-mode policy: ``log_softmax(seq_logliks / temperature)`` over each prompt's candidates.
+                     pad_id: int | None = None, rule: str | Sequence[str] = DEFAULT_CHOICE_RULE
+                     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The scoring-mode policy: ``log_softmax(choice_scores(seq_logliks, lengths, rule) / temperature)`` over each
+    prompt's candidates (``rule``: one for all prompts, or one per prompt).
 
-    Returns ``(log_policy, seq_logliks)``, one ``(n_candidates,)`` tensor per prompt in each list. A temperature
-    of 0 is read as 1 (greedy selection reports the untempered distribution).
+    Returns ``(log_policy, seq_logliks)``, one ``(n_candidates,)`` tensor per prompt in each list (``seq_logliks``
+    are the plain sums, whatever the rule). A temperature of 0 is read as 1 (greedy selection reports the
+    untempered distribution).
     """
     seq_logliks = choice_sequence_logliks(model, prompts, choices, pad_id=pad_id)
     scale = temperature if temperature > 0 else 1.0
-    return [torch.log_softmax(s / scale, dim=-1) for s in seq_logliks], seq_logliks
-
+    rules = [rule] * len(prompts) if isinstance(rule, str) else list(rule)
+    log_policy = [torch.log_softmax(choice_scores(s, [len(c) for c in cands], r) / scale, dim=-1)
+                  for s, cands, r in zip(seq_logliks, choices, rules)]
+    return log_policy, seq_logliks
 
 
 # ----------------------------------------------------------------------------------------------------------------
