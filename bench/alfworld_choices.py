@@ -60,6 +60,7 @@ def expert_state_choices(model: str, split: str, games: int | None = None, setti
     configure_cpu_threads(1)
     policy = HFPolicy(resolve_model(model, Path("runs/models")), device="cpu")
     settings = {k: v for k, v in agent_settings_for(model, settings_file).items() if k != "mode"}
+    rule = settings.pop("choice_rule", "sum")  # how the model is driven; the agent only renders prompts
     agent = ReActAgent(env_family="alfworld", **settings)
     env = envs.make("alfworld", expert=True)
     task_ids = list(env.unwrapped.task_ids(split))[:games]
@@ -72,7 +73,8 @@ def expert_state_choices(model: str, split: str, games: int | None = None, setti
             if expert not in actions:
                 break
             prompt = policy.render(agent.messages(0, obs, info))
-            (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=1.0, sample=False)
+            (choice,) = policy.score_choices([prompt], [agent.candidates(info)], temperature=1.0, sample=False,
+                                             rule=rule)
             chosen, command = actions[choice.index], expert.split()[0]
             total[command] += 1
             right[command] += chosen == expert

@@ -29,7 +29,7 @@ def test_it_ships_small_with_a_model_card_and_its_agent_settings():
         assert needle in card, needle
     build = json.loads((EMBEDDED_POLICY_DIR / "agentrl.json").read_text())
     assert build["agent"] == {"think": False, "history_length": 2, "action_memory": 12, "list_actions": False,
-                              "mode": "score"}
+                              "mode": "score", "choice_rule": "sum"}  # the rule it was trained with
     assert recommended_agent_settings(EMBEDDED_POLICY) == build["agent"]
     assert "alfworld-unseen-score" in build["results"]
 
@@ -55,7 +55,8 @@ def test_it_picks_the_experts_action_more_often_than_chance():
     assert next(policy.model.parameters()).dtype == torch.float32  # bf16 on disk, float32 master weights
     env = envs.make("alfworld", expert=True, max_steps=40)
     settings = recommended_agent_settings(EMBEDDED_POLICY)
-    agent = ReActAgent("alfworld", **{key: value for key, value in settings.items() if key != "mode"})
+    agent = ReActAgent("alfworld", **{key: value for key, value in settings.items()
+                                      if key not in ("mode", "choice_rule")})
     prompts, candidates, experts, chance = [], [], [], []
     task_ids = list(env.unwrapped.task_ids("eval_out_of_distribution"))
     for task_id in task_ids[::45]:  # 3 games of different kinds
@@ -72,6 +73,6 @@ def test_it_picks_the_experts_action_more_often_than_chance():
             if terminated or truncated:
                 break
     env.close()
-    choices = policy.score_choices(prompts, candidates, sample=False, batch_size=8)
+    choices = policy.score_choices(prompts, candidates, sample=False, batch_size=8, rule=settings["choice_rule"])
     accuracy = sum(c.index == e for c, e in zip(choices, experts)) / len(experts)
     assert accuracy > 3 * sum(chance) / len(chance), (accuracy, sum(chance) / len(chance))
