@@ -1,17 +1,18 @@
-"""GRPO vs GiGPO vs SCPO (and SCPO on a GRPO base) at equal budget: identical seeds, settings and tasks.
+"""GRPO vs GiGPO vs SCPO (and SCPO on a GRPO base) at equal budget, paired by seed.
 
 For each environment preset and each seed, every algorithm trains the same starting policy with the same config —
-only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer`. Writes:
+only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer`. The runs of a seed are paired:
+same start, same task draws (the first wave of every iteration, with ``--filter-groups``), same evaluation
+episodes (tasks, reset and sampling seeds), so differences are taken seed by seed (bench/paired.py). Writes:
 
 - ``bench/results/compare.json``: per (env, algo, seed) the learning curve, the final evaluation (overall and per
   task type), for presets with a fixed training set the start and final policies' success on it (8 tasks × 32
-  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration (share of failed
-  steps credited, conflict rate before/after), wall times; and per (env, algo) the final success as mean ± std
-  over seeds;
+  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration, what the updates
+  were made of (mixed groups, draws), wall times; per (env, algo) the final success as mean with its 95% t-interval
+  over seeds; and the paired differences SCPO − GiGPO, GiGPO − GRPO, SCPO − GRPO with theirs;
 - ``docs/results/compare-<env>.png``: train and eval success over iterations (and, for an env that reports a score,
-  training reward and eval score), all algorithms on one plot (mean over seeds, shaded min-max);
-- ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): the table and the labels
-  (hardware, budget).
+  training reward and eval score), all algorithms on one plot (mean over seeds, 95% t-interval band);
+- ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): both tables and the labels.
 
 Presets (CPU-sized budgets; ``--iterations`` etc. override):
 
@@ -53,6 +54,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from paired import PAIRS, band, format_ci, mean_ci, paired_differences
+
 ALGOS = ("grpo", "gigpo", "scpo", "scpo_grpo")
 SCPO_DIAGNOSTICS = ("algo/failed_steps_credited_frac", "algo/failed_steps_in_mixed_groups_credited_frac",
                     "algo/conflict_rate_before", "algo/conflict_rate_after", "algo/similar_pairs")
@@ -79,6 +83,29 @@ def learning_curves(history: list[dict[str, Any]]) -> dict[str, list]:
             "train_reward": [r.get("train/reward") for r in history],
             "eval_success": [(r["iteration"], r["eval/success"]) for r in evals],
             "eval_score": [(r["iteration"], r["eval/score"]) for r in evals if r.get("eval/score") is not None]}
+
+
+def sampling_summary(history: list[dict[str, Any]]) -> dict[str, float | None]:
+    """What a run's updates were made of (iterations >= 1): the share of iterations whose update had a mixed group
+    and of those that made an update at all, tasks drawn and groups kept per iteration, and the generation spent on
+    dropped groups (dynamic sampling) per kept group. None where the log predates the ``sampling/*`` metrics."""
+    logged = [r for r in history if "sampling/task_draws" in r]
+    if not logged:
+        return {"mixed_share": None, "update_share": None, "draws": None, "kept": None,
+                "extra_steps_per_kept_group": None, "extra_tokens_per_kept_group": None}
+    kept = sum(r["sampling/kept_groups"] for r in logged)
+    return {"mixed_share": statistics.fmean(r["sampling/mixed_groups"] > 0 for r in logged),
+            "update_share": statistics.fmean(bool(r.get("learner/optimizer_steps")) for r in logged),
+            "draws": statistics.fmean(r["sampling/task_draws"] for r in logged),
+            "kept": statistics.fmean(r["sampling/kept_groups"] for r in logged),
+            "extra_steps_per_kept_group": sum(r["sampling/dropped_steps"] for r in logged) / kept if kept else None,
+            "extra_tokens_per_kept_group": sum(r["sampling/dropped_tokens"] for r in logged) / kept if kept else None}
+
+
+def setting(row: dict[str, Any]) -> str:
+    """A row's env preset, with its dynamic sampling mode when on (``crafting+outcome``): runs compare within one."""
+    mode = row.get("filter_groups", "off")
+    return row["env"] if mode == "off" else f"{row['env']}+{mode}"
 
 #: Per env: config overrides shared by every algorithm (the budget), and where the starting model comes from.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -119,7 +146,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def _learning():
-    sys.path.insert(0, str(HERE))
     import learning
 
     return learning
@@ -156,9 +182,9 @@ def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tupl
     once per env args, split and episodes beside it (a preset that only changes the RL reward reuses the SFT)."""
     import hashlib
 
+    from agentrl.evaluation import evaluate_model
     from agentrl.models import recommended_agent_settings
     from agentrl.sft import sft_from_expert
-    from agentrl.evaluation import evaluate_model
 
     def digest(data: dict[str, Any]) -> str:
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
@@ -235,9 +261,12 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     from agentrl.config import build_config
     from agentrl.trainer import Trainer
 
-    run_dir = out_root / env_name / f"{algo}-s{seed}"
-    done = run_dir / "result.json"
     model, shared, start = starting_point(env_name, out_root, args.eval_episodes)
+    if getattr(args, "filter_groups", None):
+        shared = {**shared, "rollout.filter_groups": args.filter_groups}
+    filtering = shared.get("rollout.filter_groups", "off")
+    run_dir = out_root / env_name / (f"{algo}-s{seed}" + ("" if filtering == "off" else f"-{filtering}"))
+    done = run_dir / "result.json"
     start_success = start["success"]
     fingerprint = start_fingerprint(model)
     iterations = args.iterations or shared["run.iterations"]
@@ -264,7 +293,7 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
         metrics = run_dir / "metrics.jsonl"
         if metrics.is_file():  # a run cached before a curve or a diagnostic was recorded
             history = [r for r in map(json.loads, metrics.read_text().splitlines()) if r["iteration"] >= 1]
-            row.update(learning_curves(history))
+            row.update(learning_curves(history), sampling=sampling_summary(history))
             if algo.startswith("scpo"):
                 row["scpo_diagnostics"] = scpo_diagnostics(history)
         if row.get("start_eval_success") is None:
@@ -296,7 +325,8 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
     # Compute time from the run's own log, so that a run resumed over several sittings counts each iteration once.
     seconds = sum(r.get("time/iteration", 0.0) + r.get("time/eval", 0.0) for r in result.history)
     row = {
-        "env": env_name, "algo": algo, "seed": seed, "iterations": iterations, "seconds": seconds,
+        "env": env_name, "algo": algo, "seed": seed, "filter_groups": filtering, "iterations": iterations,
+        "seconds": seconds, "sampling": sampling_summary(history),
         "start_model": fingerprint, "start_eval_success": start_success,
         "start_eval_score": start["score"], "final_eval_score": last.get("eval/score"),
         **learning_curves(history),
@@ -332,21 +362,24 @@ def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per (env, algo): final eval success mean ± std over seeds, and per task type."""
+    """Per (setting, algo): final eval success (and training-set success) as mean, std and 95% t-interval over
+    seeds (:func:`paired.mean_ci`), per task type, SCPO's diagnostics and what the updates were made of."""
     table: dict[str, dict[str, Any]] = {}
     for row in rows:
-        cell = table.setdefault(f"{row['env']}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
-                                                                "conflict_before": [], "conflict_after": [],
-                                                                "train_set": [], "score": [],
-                                                                "start_score": row.get("start_eval_score"),
-                                                                "start_train_set": row.get("start_train_set_success"),
-                                                                "start": row.get("start_eval_success")})
+        cell = table.setdefault(f"{setting(row)}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
+                                                                  "conflict_before": [], "conflict_after": [],
+                                                                  "train_set": [], "score": [], "mixed_share": [],
+                                                                  "start_score": row.get("start_eval_score"),
+                                                                  "start_train_set": row.get("start_train_set_success"),
+                                                                  "start": row.get("start_eval_success")})
         if row["final_eval_success"] is not None:
             cell["final"].append(row["final_eval_success"])
         if row.get("final_train_set_success") is not None:
             cell["train_set"].append(row["final_train_set_success"])
         if row.get("final_eval_score") is not None:
             cell["score"].append(row["final_eval_score"])
+        if (row.get("sampling") or {}).get("mixed_share") is not None:
+            cell["mixed_share"].append(row["sampling"]["mixed_share"])
         for task_type, value in row["final_eval_by_type"].items():
             cell["by_type"].setdefault(task_type, []).append(value)
         credited = [d.get("algo/failed_steps_credited_frac") for d in row["scpo_diagnostics"]]
@@ -355,15 +388,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             rates = [d.get(f"algo/conflict_rate_{when}") for d in row["scpo_diagnostics"]]
             cell[f"conflict_{when}"] += [r for r in rates if r is not None]
     for cell in table.values():
-        values = cell["final"]
-        cell["mean"] = statistics.mean(values) if values else None
-        cell["std"] = statistics.stdev(values) if len(values) > 1 else 0.0 if values else None
-        cell["seeds"] = len(values)
-        train_set = cell.pop("train_set")
-        cell["train_set_mean"] = statistics.mean(train_set) if train_set else None
-        cell["train_set_std"] = statistics.stdev(train_set) if len(train_set) > 1 else 0.0 if train_set else None
+        final = mean_ci(cell.pop("final"))
+        cell.update(mean=final["mean"], std=final["std"] or (0.0 if final["n"] else None), ci=final,
+                    seeds=final["n"])
+        train_set = mean_ci(cell.pop("train_set"))
+        cell.update(train_set_mean=train_set["mean"], train_set_ci=train_set,
+                    train_set_std=train_set["std"] or (0.0 if train_set["n"] else None))
         scores = cell.pop("score")
         cell["score_mean"] = statistics.mean(scores) if scores else None
+        shares = cell.pop("mixed_share")
+        cell["mixed_share_mean"] = statistics.mean(shares) if shares else None
         cell["by_type"] = {t: statistics.mean(v) for t, v in cell["by_type"].items()}
         for key in ("credited", "conflict_before", "conflict_after"):
             series = cell.pop(key)
@@ -371,17 +405,35 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return table
 
 
+def paired(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per setting and measure (final held-out success, and training-set success where measured): the paired
+    differences between algorithms over the seeds both ran (:func:`paired.paired_differences`). Only runs from the
+    same starting weights are paired (the newest start of each setting, as the table keeps)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in sorted({setting(r) for r in rows}):
+        for measure in ("final_eval_success", "final_train_set_success"):
+            by_seed: dict[str, dict[int, float]] = {}
+            for row in rows:
+                if setting(row) == name and row.get(measure) is not None:
+                    by_seed.setdefault(row["algo"], {})[row["seed"]] = row[measure]
+            differences = paired_differences(by_seed)
+            if differences:
+                out.setdefault(name, {})[measure] = differences
+    return out
+
+
 def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
-    """All algorithms on one figure, mean over seeds with the min-max band: training success and held-out success
-    over iterations (from the start's evaluation, iteration 0, where known), SCPO's diagnostics, and, for an env that
-    reports a score (WebShop, whose success can stay flat while purchases improve), training reward and eval score."""
+    """All algorithms on one figure, mean over seeds with its 95% t-interval as a band: training success and held-out
+    success over iterations (from the start's evaluation, iteration 0, where known), SCPO's diagnostics, and, for an
+    env that reports a score (WebShop, whose success can stay flat while purchases improve), training reward and eval
+    score."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    env_rows = [r for r in rows if r["env"] == env_name]
+    env_rows = [r for r in rows if setting(r) == env_name]
     scored = any(r.get("eval_score") for r in env_rows)
     panels = ["train_success", "train_reward", "eval_success", "eval_score", "scpo"] if scored else \
         ["train_success", "eval_success", "scpo"]
@@ -391,19 +443,19 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
     def per_iteration(axis, runs, key, label):
         series = [r[key] for r in runs if r.get(key) and None not in r[key]]
         if series:
-            values = np.array([s[:min(map(len, series))] for s in series], dtype=float)
-            x = np.arange(1, values.shape[1] + 1)
-            axis.plot(x, values.mean(0), label=label)
-            axis.fill_between(x, values.min(0), values.max(0), alpha=0.15)
+            mean, low, high = band([s[:min(map(len, series))] for s in series])
+            x = np.arange(1, len(mean) + 1)
+            axis.plot(x, mean, label=label)
+            axis.fill_between(x, low, high, alpha=0.15)
 
     def per_evaluation(axis, runs, key, start_key, label):
         evals = [([(0, r[start_key])] if r.get(start_key) is not None else []) + [tuple(e) for e in r[key]]
                  for r in runs if r.get(key)]
         if evals:
             its = [i for i, _ in evals[0]]
-            values = np.array([[v for _, v in e] for e in evals if [i for i, _ in e] == its], dtype=float)
-            axis.plot(its, values.mean(0), marker="o", label=label)
-            axis.fill_between(its, values.min(0), values.max(0), alpha=0.15)
+            mean, low, high = band([[v for _, v in e] for e in evals if [i for i, _ in e] == its])
+            axis.plot(its, mean, marker="o", label=label)
+            axis.fill_between(its, low, high, alpha=0.15)
 
     for algo in ALGOS:
         runs = [r for r in env_rows if r["algo"] == algo]
@@ -426,8 +478,11 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
                     x = np.arange(1, values.shape[1] + 1)[defined]
                     ax["scpo"].plot(x, np.nanmean(values[:, defined], 0), style, marker=".",
                                     label=f"{algo}: {key.removeprefix('algo/')}")
-    ax["train_success"].set(title=f"{env_name}: train success (T=1)", xlabel="iteration", ylabel="success %")
-    ax["eval_success"].set(title=f"{env_name}: eval success (T=0.4)", xlabel="iteration", ylabel="success %")
+    seeds = len({r["seed"] for r in env_rows})
+    ax["train_success"].set(title=f"{env_name}: train success (T=1); {seeds} seeds, band: 95% CI", xlabel="iteration",
+                            ylabel="success %")
+    ax["eval_success"].set(title=f"{env_name}: eval success (T=0.4), same episodes", xlabel="iteration",
+                           ylabel="success %")
     ax["eval_success"].set_ylim(bottom=0)
     if scored:
         ax["train_reward"].set(title=f"{env_name}: train reward per episode (T=1)", xlabel="iteration",
@@ -444,27 +499,42 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
     plt.close(fig)
 
 
-def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str) -> None:
-    header = ("| env | algorithm | seeds | training set: start → final (mean ± std) | held-out eval: start → final "
-              "(mean ± std) | per task type | SCPO: failed steps credited | SCPO: conflict rate before → after | "
-              "minutes per run |")
-    lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|---|---|"]
+def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str,
+                   differences: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
+    """The generated block of docs/results.md: per (setting, algorithm) means with 95% t-intervals over seeds, then
+    the paired differences (:func:`paired`)."""
+    header = ("| env | algorithm | seeds | training set: start → final (mean [95% CI]) | held-out eval: start → final "
+              "(mean [95% CI]) | per task type | iterations with a mixed group | SCPO: failed steps credited | "
+              "SCPO: conflict rate before → after | minutes per run |")
+    lines = [f"_{label}_", "", header, "|---|---|---|---|---|---|---|---|---|---|"]
     for key, cell in sorted(table.items()):
         env_name, algo = key.split("/")
-        minutes = [r["seconds"] / 60 for r in rows if r["env"] == env_name and r["algo"] == algo]
-        mean = "–" if cell["mean"] is None else f"{cell['mean']:.1f} ± {cell['std']:.1f}"
+        minutes = [r["seconds"] / 60 for r in rows if setting(r) == env_name and r["algo"] == algo]
+        mean = format_ci(cell["ci"])
         by_type = ", ".join(f"{t} {v:.0f}" for t, v in sorted(cell["by_type"].items())) or "–"
         credited = "–" if cell["credited_mean"] is None else f"{100 * cell['credited_mean']:.1f}%"
         conflict = ("–" if cell["conflict_before_mean"] is None else
                     f"{100 * cell['conflict_before_mean']:.1f}% → {100 * cell['conflict_after_mean']:.1f}%")
+        mixed = "–" if cell.get("mixed_share_mean") is None else f"{100 * cell['mixed_share_mean']:.0f}%"
         start = "–" if cell["start"] is None else f"{cell['start']:.1f}"
         if cell.get("score_mean") is not None:  # WebShop: the mean score of the purchases, 0-100
             start_score = "–" if cell["start_score"] is None else f"{cell['start_score']:.1f}"
             mean += f" (score {start_score} → {cell['score_mean']:.1f})"
         train_set = ("–" if cell["train_set_mean"] is None else
-                     f"{cell['start_train_set']:.1f} → {cell['train_set_mean']:.1f} ± {cell['train_set_std']:.1f}")
+                     f"{cell['start_train_set']:.1f} → {format_ci(cell['train_set_ci'])}")
         lines.append(f"| {env_name} | {algo} | {cell['seeds']} | {train_set} | {start} → {mean} | {by_type} | "
-                     f"{credited} | {conflict} | {statistics.mean(minutes):.1f} |")
+                     f"{mixed} | {credited} | {conflict} | {statistics.mean(minutes):.1f} |")
+    if differences:
+        lines += ["", ("Paired differences (seed by seed: same start, same first task draws, same evaluation "
+                       "episodes), mean [95% t-interval over seeds], in points of success:"), "",
+                  "| env | measure | " + " | ".join(f"{a} − {b}" for a, b in PAIRS) + " |",
+                  "|---|---|" + "---|" * len(PAIRS)]
+        for env_name, measures in sorted(differences.items()):
+            for measure, found in measures.items():
+                cells = [f"{format_ci(found[f'{a}-{b}'])}, {found[f'{a}-{b}']['n']} seeds"
+                         if f"{a}-{b}" in found else "–" for a, b in PAIRS]
+                lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
+                             + " | ".join(cells) + " |")
     block = "\n".join(lines)
     begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
     text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"
@@ -484,6 +554,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--eval-every", type=int, default=None)
     parser.add_argument("--eval-episodes", type=int, default=None)
     parser.add_argument("--scorer", default=None, help="SCPO's scorer (default: the algorithm's, MiniLM)")
+    parser.add_argument("--filter-groups", choices=("off", "outcome", "advantage"), default=None,
+                        help="rollout.filter_groups for every run (default: the preset's, off); runs with it on are "
+                             "kept apart (run folders <algo>-s<seed>-<mode>, table rows <env>+<mode>)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "compare")
     args = parser.parse_args(argv)
     import torch
@@ -501,23 +574,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append(run_one(env_name, algo, seed, args, args.out))
     results_path = HERE / "results" / "compare.json"
     previous = json.loads(results_path.read_text()) if results_path.is_file() else {"runs": []}
-    replaced = {(x["env"], x["algo"], x["seed"]) for x in rows}
+    replaced = {(setting(x), x["algo"], x["seed"]) for x in rows}
     starts = {x["env"]: x.get("start_model") for x in rows}
     # An older row stays unless this call reran it or started its env from other weights (a rebuilt policy).
-    keep = [r for r in previous.get("runs", []) if (r["env"], r["algo"], r["seed"]) not in replaced
+    keep = [r for r in previous.get("runs", []) if (setting(r), r["algo"], r["seed"]) not in replaced
             and (r["env"] not in starts or r.get("start_model") == starts[r["env"]])]
     all_rows = keep + rows
-    table = summarize(all_rows)
+    table, differences = summarize(all_rows), paired(all_rows)
     label = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch 1 thread; "
              f"budgets per env in bench/compare.py PRESETS; {time.strftime('%Y-%m-%d')}")
-    report = {"label": label, "summary": table, "runs": all_rows}
+    report = {"label": label, "summary": table, "paired_differences": differences, "runs": all_rows}
     results_path.write_text(json.dumps(report, indent=1))
-    for env_name in sorted({r["env"] for r in all_rows}):
-        plot(all_rows, env_name, ROOT / "docs" / "results" / f"compare-{env_name}.png")
-    write_markdown(table, all_rows, ROOT / "docs" / "results.md", label)
+    for name in sorted({setting(r) for r in all_rows}):
+        plot(all_rows, name, ROOT / "docs" / "results" / f"compare-{name}.png")
+    write_markdown(table, all_rows, ROOT / "docs" / "results.md", label, differences)
     for key, cell in sorted(table.items()):
-        mean = "–" if cell["mean"] is None else f"{cell['mean']:.1f} ± {cell['std']:.1f}"
-        print(f"{key:24s} final eval success {mean} over {cell['seeds']} seed(s)")
+        print(f"{key:24s} final eval success {format_ci(cell['ci'])} (95% CI) over {cell['seeds']} seed(s)")
+    for name, measures in sorted(differences.items()):
+        for measure, found in measures.items():
+            for pair, ci in found.items():
+                print(f"{name:24s} {measure}: {pair} {format_ci(ci)} (paired, {ci['n']} seeds)")
     print(f"wrote {results_path}, docs/results.md and docs/results/compare-*.png")
     return report
 

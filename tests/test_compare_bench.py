@@ -143,3 +143,64 @@ def test_runs_record_training_reward_and_eval_score_and_the_plot_shows_them_for_
     assert panels([row]) == 3  # success only: train, eval, SCPO
     scored = {**row, "start_eval_score": 40.0, "eval_score": [(2, 55.0)]}
     assert panels([scored, {**scored, "seed": 1, "train_reward": [1.0, 2.0], "eval_score": [(2, 45.0)]}]) == 5
+
+
+def hand_made_rows(finals: dict[str, list[float]], **extra) -> list[dict]:
+    return [{"env": "tiny-crafting", "algo": algo, "seed": seed, "final_eval_success": value, "final_eval_by_type": {},
+             "scpo_diagnostics": [], "seconds": 60.0, "start_eval_success": 5.0, **extra}
+            for algo, values in finals.items() for seed, value in enumerate(values)]
+
+
+def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_seed(compare, tmp_path):
+    """Means with 95% t-intervals (t(0.975, 2) = 4.303 for three seeds) and paired differences, on numbers worked out
+    by hand; a seed only one algorithm ran is not paired."""
+    module, _ = compare
+    from paired import band, mean_ci, t975  # bench/paired.py, on the path since bench/compare.py was loaded
+
+    assert t975(2) == 4.303 and t975(30) == 2.042 and t975(40) == pytest.approx(2.0211, abs=1e-3)
+    assert mean_ci([7.0]) == {"n": 1, "mean": 7.0, "std": None, "half": None, "low": None, "high": None}
+    rows = hand_made_rows({"grpo": [10, 20, 30], "gigpo": [12, 24, 30], "scpo": [15, 25, 36, 90]})
+    table = module.summarize(rows)
+    grpo = table["tiny-crafting/grpo"]
+    assert grpo["mean"] == 20 and grpo["std"] == 10 and grpo["seeds"] == 3
+    assert grpo["ci"]["half"] == pytest.approx(4.303 * 10 / 3 ** 0.5)  # 24.843
+    differences = module.paired(rows)["tiny-crafting"]["final_eval_success"]
+    assert set(differences) == {"scpo-gigpo", "gigpo-grpo", "scpo-grpo"}
+    assert all(d["seeds"] == [0, 1, 2] for d in differences.values())  # seed 3: scpo only
+    assert differences["gigpo-grpo"]["mean"] == 2 and differences["gigpo-grpo"]["std"] == 2  # diffs 2, 4, 0
+    assert differences["gigpo-grpo"]["half"] == pytest.approx(4.303 * 2 / 3 ** 0.5)  # 4.969
+    scpo_grpo = differences["scpo-grpo"]  # diffs 5, 5, 6: s = 1/sqrt(3), so the half-width is 4.303 / 3
+    assert scpo_grpo["mean"] == pytest.approx(16 / 3) and scpo_grpo["half"] == pytest.approx(4.303 / 3)
+    assert differences["scpo-gigpo"]["mean"] == pytest.approx(10 / 3)  # diffs 3, 1, 6
+    assert differences["scpo-gigpo"]["half"] == pytest.approx(4.303 * (19 / 3) ** 0.5 / 3 ** 0.5)
+    # Learning-curve bands: the t-interval per iteration over seeds.
+    mean, low, high = band([[0.0, 10.0], [10.0, 20.0], [20.0, 30.0]])
+    assert mean == [10.0, 20.0] and high[0] - mean[0] == pytest.approx(4.303 * 10 / 3 ** 0.5) and low[1] < 20.0
+
+    results = tmp_path / "results.md"
+    module.write_markdown(table, rows, results, "hand-made", module.paired(rows))
+    text = results.read_text()
+    assert "| tiny-crafting | grpo | 3 | – | 5.0 → 20.0 [-4.8, 44.8] |" in text
+    assert "| tiny-crafting | eval success | 3.3 [-2.9, 9.6], 3 seeds | 2.0 [-3.0, 7.0], 3 seeds | " \
+           "5.3 [3.9, 6.8], 3 seeds |" in text
+    # Runs with dynamic sampling on are another setting: compared among themselves, never paired with the others.
+    filtered = hand_made_rows({"grpo": [40, 50], "scpo": [45, 55]}, filter_groups="outcome")
+    both = module.paired(rows + filtered)
+    assert both["tiny-crafting+outcome"]["final_eval_success"]["scpo-grpo"]["mean"] == 5
+    assert both["tiny-crafting"]["final_eval_success"]["scpo-grpo"]["seeds"] == [0, 1, 2]
+    assert set(module.summarize(rows + filtered)) == {"tiny-crafting/grpo", "tiny-crafting/gigpo",
+                                                      "tiny-crafting/scpo", "tiny-crafting+outcome/grpo",
+                                                      "tiny-crafting+outcome/scpo"}
+
+
+def test_filter_groups_passes_through_to_the_runs_and_keeps_them_apart(compare, tmp_path):
+    module, _ = compare
+    out = tmp_path / "runs"
+    args = argparse.Namespace(**{**vars(ARGS), "filter_groups": "outcome"})
+    row = module.run_one("tiny-crafting", "grpo", 0, args, out)
+    assert (out / "tiny-crafting" / "grpo-s0-outcome" / "result.json").is_file()
+    assert row["config"]["rollout.filter_groups"] == "outcome" and module.setting(row) == "tiny-crafting+outcome"
+    # The tiny random model never wins a Crafting task: every iteration draws up to the cap (4 × 2 tasks), keeps
+    # no group and makes no update.
+    assert row["sampling"] == {"mixed_share": 0.0, "update_share": 0.0, "draws": 8.0, "kept": 0.0,
+                               "extra_steps_per_kept_group": None, "extra_tokens_per_kept_group": None}

@@ -28,7 +28,7 @@ STAGES = [
     ("env", ["agentrl.envs"]),
     ("agent", ["agentrl.agents"]),
     ("policy", ["agentrl.models", "agentrl.policy", "agentrl.generators", "agentrl.vllm_generator"]),
-    ("trajectory", ["agentrl.envpool", "agentrl.raypool", "agentrl.rollout"]),
+    ("trajectory", ["agentrl.envpool", "agentrl.raypool", "agentrl.rollout", "agentrl.dynamic_sampling"]),
     ("algorithm", ["agentrl.algos", "agentrl.diagnostics"]),
     ("loss", ["agentrl.learner", "agentrl.distributed"]),
     ("checkpoint", ["agentrl.checkpoint", "agentrl.runlog"]),

@@ -241,6 +241,16 @@ class RolloutSection:
     max_trajectory_tokens: int | None = None  #: total response-token budget per trajectory (None: unlimited)
     max_consecutive_failures: int = 3  #: a task whose env fails this many times in a row stops the run
     generator: Literal["auto", "hf", "vllm"] = "auto"  #: generation backend; auto: vLLM if installed and a GPU is present
+    filter_groups: Literal["off", "outcome", "advantage"] = "off"
+    """Dynamic sampling (DAPO, verl's filter_groups): drop groups whose outcomes (or all advantages) are equal and
+    draw further tasks until ``tasks_per_iteration`` groups remain or ``max_task_draws`` is reached."""
+    max_task_draws: int | None = None
+    """Most tasks drawn in one iteration with ``filter_groups`` on (None: 4 × ``tasks_per_iteration``)."""
+
+    @property
+    def task_draw_cap(self) -> int:
+        """``max_task_draws``, or 4 × ``tasks_per_iteration`` when unset."""
+        return self.max_task_draws if self.max_task_draws is not None else 4 * self.tasks_per_iteration
 
 
 @dataclass
@@ -249,7 +259,7 @@ class RunSection:
     iterations: int = 150  #: training iterations (docs/spec/algorithms.md §1.6)
     seed: int = 0  #: seed of task draws, sampling and initialisation
     eval_every: int = 5  #: iterations between evaluations (0: never)
-    eval_episodes: int = 32  #: tasks of the eval split, one episode each
+    eval_episodes: int = 32  #: tasks of the eval split, one episode each; every evaluation plays the same episodes
     eval_temperature: float = 0.4  #: docs/spec/algorithms.md §1.6
     eval_before_train: bool = False  #: evaluate the starting policy first, logged as iteration 0 (verl's val_before_train)
     save_every: int = 1  #: iterations between checkpoints
@@ -289,6 +299,8 @@ class TrainConfig:
         checks = [
             (self.rollout.tasks_per_iteration >= 1, "rollout.tasks_per_iteration must be >= 1"),
             (self.rollout.group_size >= 1, "rollout.group_size must be >= 1"),
+            (self.rollout.max_task_draws is None or self.rollout.max_task_draws >= self.rollout.tasks_per_iteration,
+             "rollout.max_task_draws must be >= rollout.tasks_per_iteration (or unset)"),
             (self.env.train_tasks is None or self.env.train_tasks >= 1, "env.train_tasks must be >= 1 (or unset)"),
             (self.rollout.workers >= 0, "rollout.workers must be >= 0"),
             (self.run.iterations >= 0, "run.iterations must be >= 0"),

@@ -3,7 +3,9 @@
 One iteration (docs/spec/algorithms.md §1.1, §1.4):
 
 1. draw N tasks of the training split (a pure function of ``(seed, iteration)``, so a resumed run draws the same);
-2. play G episodes of each from the same initial state (:func:`agentrl.rollout.collect_rollouts`);
+2. play G episodes of each from the same initial state (:func:`agentrl.rollout.collect_rollouts`); with
+   ``rollout.filter_groups`` on, drop the groups without signal and play further waves of tasks until N groups are
+   kept or ``rollout.max_task_draws`` tasks were drawn (:mod:`agentrl.dynamic_sampling`);
 3. compute one advantage per (trajectory, step) with the configured algorithm (GRPO, GiGPO, SCPO, ...);
 4. broadcast each step's advantage to its response tokens and take PPO-clip steps (:class:`agentrl.learner.Learner`);
 5. log metrics, sampled trajectories and the learning curve; evaluate every ``eval_every`` iterations; checkpoint.
@@ -46,6 +48,7 @@ from agentrl.checkpoint import find_latest, load_checkpoint, restore_rng, save_c
 from agentrl.config import GenerationConfig, TrainConfig, build_config, save_config, to_dict
 from agentrl.diagnostics import fidelity_metrics, progress_from_distances, progress_records
 from agentrl.distributed import DistInfo, DistributedLearner, all_ranks_agree, gather_rollouts, init_distributed
+from agentrl.dynamic_sampling import SamplingTally, informative_groups, merge, select
 from agentrl.envpool import EnvPool, PendingReplies, SlotPool
 from agentrl.errors import AgentRLError, ConfigError
 from agentrl.evaluation import report_from_rollouts, split_tasks
@@ -231,12 +234,7 @@ class Trainer:
         cfg = self.config
         start = time.perf_counter()
         rng = np.random.default_rng([cfg.run.seed, iteration])
-        tasks = self._draw_tasks(rng)
-        sent, self._sent_resets = self._sent_resets, None
-        batch = self._rollouts(tasks, cfg.rollout.group_size, cfg.generation, seed=self._rollout_seed(iteration),
-                               group_prefix=f"{iteration}/",
-                               sent_resets=sent[1] if sent and sent[0] == iteration else None)
-        self._check_failures(tasks, batch)
+        batch, first, tally = self._sample_groups(iteration, rng)
         if self._next_is_a_rollout(iteration):
             # The env workers ground the next iteration's games while credit assignment and the learner run here.
             self._sent_resets = (iteration + 1, self._send_resets(iteration + 1))
@@ -261,11 +259,12 @@ class Trainer:
         sync_time = time.perf_counter() - t0
 
         wall = time.perf_counter() - start
-        steps = [s for t in trajectories for s in t.steps]
+        played = [rt.trajectory for rt in first.trajectories]  # the first draw: comparable with filtering off
+        steps = [s for t in played for s in t.steps]
         metrics: dict[str, Any] = {
-            "train/success": 100.0 * float(np.mean([t.success for t in trajectories])) if trajectories else 0.0,
-            "train/reward": float(np.mean([t.episode_return for t in trajectories])) if trajectories else 0.0,
-            "train/episode_length": float(np.mean([len(t.steps) for t in trajectories])) if trajectories else 0.0,
+            "train/success": 100.0 * float(np.mean([t.success for t in played])) if played else 0.0,
+            "train/reward": float(np.mean([t.episode_return for t in played])) if played else 0.0,
+            "train/episode_length": float(np.mean([len(t.steps) for t in played])) if played else 0.0,
             "train/valid_action_ratio": float(np.mean([s.valid for s in steps])) if steps else 0.0,
             "train/dropped_trajectories": float(batch.dropped),
             "train/env_worker_restarts": float(self.pool.restarts),
@@ -277,6 +276,7 @@ class Trainer:
                 batch.stats.get("time/generation", 0.0), 1e-9),
         }
         metrics.update(batch.stats)
+        metrics.update(tally.metrics())
         if result is not None:
             metrics.update({f"algo/{k}": v for k, v in result.diagnostics.items()})
             metrics.update(self._credit_fidelity(batch, result.advantages))
@@ -291,8 +291,9 @@ class Trainer:
         start = time.perf_counter()
         tasks = self.eval_tasks[: cfg.run.eval_episodes]
         generation = dataclasses.replace(cfg.generation, temperature=cfg.run.eval_temperature)
-        batch = self._rollouts(tasks, 1, generation, seed=cfg.run.seed * 7_919 + iteration,
-                               group_prefix=f"eval{iteration}/")
+        # The same episodes at every evaluation: the same tasks, reset seeds and sampling seeds (common random
+        # numbers), so that a difference between two evaluations is the policy's, not the dice's.
+        batch = self._rollouts(tasks, 1, generation, seed=cfg.run.seed * 7_919, group_prefix=f"eval{iteration}/")
         report = report_from_rollouts(batch, cfg.env.name, self.eval_split, "policy")
         summary = report.by_type()
         out = {"eval/success": summary["All"]["success"], "eval/reward": summary["All"]["reward"],
@@ -305,15 +306,50 @@ class Trainer:
         out["time/eval"] = time.perf_counter() - start
         return out
 
+    def _sample_groups(self, iteration: int, rng: np.random.Generator
+                       ) -> tuple[RolloutBatch, RolloutBatch, SamplingTally]:
+        """The iteration's groups for the update, its first draw (``tasks_per_iteration`` tasks, the ``train/*``
+        metrics) and the tally. With ``rollout.filter_groups`` on, uninformative groups are dropped and further
+        waves of the missing number of tasks are played until enough are kept or ``max_task_draws`` is reached;
+        wave ``k``'s tasks and seeds are functions of ``(seed, iteration, k)``, so runs stay exact and resumable."""
+        cfg = self.config
+        mode, wanted, cap = cfg.rollout.filter_groups, cfg.rollout.tasks_per_iteration, cfg.rollout.task_draw_cap
+        tally, kept_waves, first = SamplingTally(), [], None
+        while first is None or (mode != "off" and tally.kept < wanted and tally.draws < cap):
+            wave = tally.waves
+            if wave == 0:
+                tasks = self._draw_tasks(rng)
+                sent, self._sent_resets = self._sent_resets, None
+                sent_resets = sent[1] if sent and sent[0] == iteration else None
+            else:
+                tasks = self._draw_tasks(np.random.default_rng([cfg.run.seed, iteration, 2, wave]),
+                                         min(wanted - tally.kept, cap - tally.draws))
+                sent_resets = None
+            played = self._rollouts(tasks, cfg.rollout.group_size, cfg.generation,
+                                    seed=self._rollout_seed(iteration, wave),
+                                    group_prefix=f"{iteration}/" if wave == 0 else f"{iteration}/w{wave}.",
+                                    sent_resets=sent_resets)
+            self._check_failures(tasks, played)
+            first = played if wave == 0 else first
+            advantages = None
+            if mode == "advantage" and played.trajectories:
+                advantages = self.algorithm.compute([rt.trajectory for rt in played.trajectories],
+                                                    self.algo_config).advantages
+            kept, dropped = select(played, informative_groups(played.trajectories, mode, advantages))
+            tally.add_wave(len(tasks), kept, dropped)
+            kept_waves.append(kept)
+        return merge(kept_waves), first, tally
+
     # ------------------------------------------------------------------------------------------------ helpers
-    def _draw_tasks(self, rng: np.random.Generator) -> list[str]:
-        """An iteration's training tasks, drawn with its own generator (seeded by run seed and iteration)."""
-        n = self.config.rollout.tasks_per_iteration
+    def _draw_tasks(self, rng: np.random.Generator, n: int | None = None) -> list[str]:
+        """``n`` training tasks (default ``tasks_per_iteration``), drawn with the given generator (seeded by run seed,
+        iteration and, for dynamic sampling's further waves, the wave)."""
+        n = self.config.rollout.tasks_per_iteration if n is None else n
         picks = rng.choice(len(self.train_tasks), size=n, replace=len(self.train_tasks) < n)
         return [self.train_tasks[i] for i in picks]
 
-    def _rollout_seed(self, iteration: int) -> int:
-        return self.config.run.seed * 100_003 + iteration
+    def _rollout_seed(self, iteration: int, wave: int = 0) -> int:
+        return self.config.run.seed * 100_003 + iteration + 1_000_003 * wave
 
     def _rank_share(self, tasks: list[str], seed: int, group_prefix: str) -> tuple[list[str], int, str]:
         """Under torch.distributed, this rank's whole groups of ``tasks``, its seed and its group-id prefix."""
@@ -477,9 +513,16 @@ class Trainer:
                  f"tok/s {metrics['throughput/tokens_per_s']:.0f}",
                  f"gen {metrics.get('time/generation', 0):.1f}s env {metrics.get('time/env_step', 0):.1f}s "
                  f"credit {metrics['time/credit_assignment']:.2f}s learn {metrics['time/learner']:.1f}s"]
+        filtering = self.config.rollout.filter_groups
+        if filtering != "off":
+            parts.append(f"groups kept {metrics['sampling/kept_groups']:.0f}/{metrics['sampling/task_draws']:.0f}")
         if not metrics.get("learner/optimizer_steps"):
-            parts.append("no update: every advantage was 0" if metrics.get("learner/zero_advantage_rows_skipped")
-                         else "no update")
+            if filtering != "off" and not metrics["sampling/kept_groups"]:
+                parts.append(f"no update: no group of the {metrics['sampling/task_draws']:.0f} drawn passed "
+                             f"filter_groups={filtering}")
+            else:
+                parts.append("no update: every advantage was 0" if metrics.get("learner/zero_advantage_rows_skipped")
+                             else "no update")
         if "eval/success" in metrics:
             parts.append(f"[bold]eval {metrics['eval/success']:.1f}%[/]")
         self.console.print(" | ".join(parts))
