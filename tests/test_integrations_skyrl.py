@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-skyrl = pytest.importorskip("skyrl", reason="SkyRL is not installed (docs/integrations.md)")
+skyrl = pytest.importorskip("skyrl", reason="SkyRL is not installed (scripts/install_integrations.sh)")
 torch = pytest.importorskip("torch")
 if sys.version_info < (3, 12) and "skyrl.backends" not in sys.modules:
     backends = types.ModuleType("skyrl.backends")

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("verl", reason="verl is not installed (pip install 'agentrl[verl]')")
+pytest.importorskip("verl", reason="verl is not installed (scripts/install_integrations.sh)")
 torch = pytest.importorskip("torch")
 
 from conftest import REPO_ROOT as REPO
