@@ -34,6 +34,8 @@ STAGES = [
     ("checkpoint", ["agentrl.checkpoint", "agentrl.runlog"]),
     ("application", ["agentrl.trainer", "agentrl.evaluation", "agentrl.sft", "agentrl.inspector",
                      "agentrl.inspector_page", "agentrl.testing", "agentrl.cli", "agentrl"]),
+    # Adapters into other trainers (verl, SkyRL, TRL): they take agentrl's algorithms, nothing imports them.
+    ("integration", ["agentrl.integrations"]),
 ]
 #: What envs/ and agents/ may take from the rest of agentrl.
 LEAVES = ("agentrl.errors", "agentrl.registry")
@@ -124,6 +126,7 @@ def test_the_module_graph_has_no_cycles():
     "agentrl.algos.alignment",
     "agentrl.models.registry",
     "agentrl.envs, agentrl.agents",
+    "agentrl.integrations, agentrl.integrations.steps",
 ])
 def test_light_modules_import_no_torch(modules):
     code = f"import sys, {modules}; heavy = [m for m in ('torch', 'transformers') if m in sys.modules]; print(heavy)"
