@@ -12,16 +12,19 @@ For each case (a model on an env), two paired measurements, both greedy:
 
 Cases: ``agentrl-tiny`` and SmolLM2-135M-Instruct (``agentrl models install smollm2``) on Crafting, ALFWorld
 (``$ALFWORLD_DATA``) and ``examples/errands_env.py`` (a plain Gymnasium env, new to both). Each case is cached in
-``bench/results/choice_rule/``; the table goes to ``bench/results/choice_rule.json`` and stdout.
+``bench/results/choice_rule/``; the table goes to ``bench/results/choice_rule.json``, stdout and docs/results.md's
+block between the ``choice-rule:begin/end`` markers.
 
     python bench/choice_rule.py                                  # every case whose model and data are here
     python bench/choice_rule.py --cases errands-tiny,errands-smollm2 --tasks 50
+    python bench/choice_rule.py --env mypkg.env:MyEnv --model PATH --split test --tasks 40   # your own case
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -53,8 +56,9 @@ def rule_scores(seq_logliks: list[float], lengths: list[int]) -> dict[str, np.nd
 
 def expert_states(env_name: str, split: str, model: str, tasks: int) -> dict:
     """Per task: for each rule, the number of expert states it got right and that picked the shortest action."""
-    import agentrl.envs as envs
     from agentrl.agents.react import ReActAgent
+
+    from agentrl import envs
     from agentrl.config import resolve_agent_settings
     from agentrl.models import resolve_model
     from agentrl.policy import HFPolicy
@@ -153,7 +157,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES), help="Comma-separated case names (default: all).")
     parser.add_argument("--tasks", type=int, default=None, help="Override every case's task count.")
+    parser.add_argument("--env", default=None, help="Measure one case of your own: this env (with --model).")
+    parser.add_argument("--model", default=None, help="The model of your own case.")
+    parser.add_argument("--split", default=None, help="The split of your own case (default: the env's last).")
     args = parser.parse_args()
+    if args.env or args.model:
+        if not (args.env and args.model):
+            parser.error("--env and --model go together")
+        from agentrl import envs
+
+        split = args.split or envs.make(args.env).unwrapped.splits[-1]
+        name = f"{args.env}-{Path(args.model).name}".replace(":", "_").replace("/", "_")
+        CASES[name] = (args.env, split, args.model, args.tasks or 40, args.tasks or 20)
+        args.cases = name
     sys.path.insert(0, str(ROOT / "examples"))  # errands_env
     from agentrl.hardware import configure_cpu_threads
 
@@ -185,7 +201,33 @@ def main() -> None:
               f"{d[0]:>+7.1f} [{d[1]:+6.1f}, {d[2]:+6.1f}] {r['shortest_sum']:>6.0f}/{r['shortest_mean']:<6.0f} "
               f"{r['closed_loop_tasks']:>5} {r['success_sum']:>11.1f} {r['success_mean']:>6.1f} "
               f"{s[0]:>+7.1f} [{s[1]:+6.1f}, {s[2]:+6.1f}]")
-    RESULTS.write_text(json.dumps({"rows": rows, "rules": RULES}, indent=1))
+    if not (args.env or args.model):  # the shipped cases: the repository's record
+        RESULTS.write_text(json.dumps({"rows": rows, "rules": RULES}, indent=1))
+        write_block(rows)
+
+
+def write_block(rows: list[dict]) -> None:
+    """docs/results.md's generated table (between the ``choice-rule:begin/end`` markers)."""
+    def ci(d: list[float]) -> str:
+        return "–" if math.isnan(d[0]) else f"{d[0]:+.1f} [{d[1]:+.1f}, {d[2]:+.1f}]"
+
+    def pct(x: float) -> str:
+        return "–" if math.isnan(x) else f"{x:.1f}"
+
+    header = ("| model | env | expert states (tasks) | right: sum | right: mean | mean − sum [95% CI] | shortest "
+              "picked: sum / mean | closed-loop tasks | success: sum | success: mean | mean − sum [95% CI] |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['env']} | {r['states']} ({r['tasks']}) | {pct(r['expert_sum'])} | "
+                     f"{pct(r['expert_mean'])} | {ci(r['expert_diff'])} | {r['shortest_sum']:.0f}% / "
+                     f"{r['shortest_mean']:.0f}% | {r['closed_loop_tasks'] or '–'} | {pct(r['success_sum'])} | "
+                     f"{pct(r['success_mean'])} | {ci(r['success_diff'])} |")
+    docs = ROOT / "docs" / "results.md"
+    text = docs.read_text()
+    begin, end = "<!-- choice-rule:begin -->", "<!-- choice-rule:end -->"
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    docs.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
 
 
 if __name__ == "__main__":
