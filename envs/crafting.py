@@ -193,16 +193,21 @@ class CraftingEnv(TextEnv):
 
     def __init__(self, split: str | None = None, max_steps: int | None = -1, expert: bool = False,
                  render_mode: str | None = None, success_reward: float = 10.0, max_plan_length: int | None = None,
-                 progress_labels: bool = False):
-        """``max_plan_length``: a difficulty knob. Keep only the tasks whose expert plan has at most this many steps
-        (``MIN_EXPERT_STEPS`` .. ``MAX_EXPERT_STEPS``; ``None`` keeps all). The splits shrink (about 40% of tasks
-        have plans of 5-6 steps, 50% of at most 7; the held-out targets of ``eval_out_of_distribution`` all need
-        7 or more, so that split can become empty) but every kept task keeps its id, world and observations, so
-        ``task_index`` counts among the kept tasks only. For CPU demos where the full horizon is too hard."""
-        if max_plan_length is not None and not MIN_EXPERT_STEPS <= int(max_plan_length) <= MAX_EXPERT_STEPS:
-            raise ValueError(f"max_plan_length must be in [{MIN_EXPERT_STEPS}, {MAX_EXPERT_STEPS}] or None, "
-                             f"got {max_plan_length!r}")
+                 progress_labels: bool = False, min_plan_length: int | None = None):
+        """``max_plan_length`` / ``min_plan_length``: difficulty knobs. Keep only the tasks whose expert plan has at
+        most / at least this many steps (``MIN_EXPERT_STEPS`` .. ``MAX_EXPERT_STEPS``; ``None`` keeps all). The
+        splits shrink (about 40% of tasks have plans of 5-6 steps, 50% of at most 7; the held-out targets of
+        ``eval_out_of_distribution`` all need 7 or more, so that split can become empty) but every kept task keeps
+        its id, world and observations, so ``task_index`` counts among the kept tasks only. ``max_plan_length``
+        makes CPU demos where the full horizon is too hard; ``min_plan_length`` long-horizon studies."""
+        for name, value in (("max_plan_length", max_plan_length), ("min_plan_length", min_plan_length)):
+            if value is not None and not MIN_EXPERT_STEPS <= int(value) <= MAX_EXPERT_STEPS:
+                raise ValueError(f"{name} must be in [{MIN_EXPERT_STEPS}, {MAX_EXPERT_STEPS}] or None, "
+                                 f"got {value!r}")
         self.max_plan_length = None if max_plan_length is None else int(max_plan_length)
+        self.min_plan_length = None if min_plan_length is None else int(min_plan_length)
+        if (self.max_plan_length or MAX_EXPERT_STEPS) < (self.min_plan_length or MIN_EXPERT_STEPS):
+            raise ValueError(f"min_plan_length {min_plan_length} is above max_plan_length {max_plan_length}")
         super().__init__(split=split, max_steps=max_steps, expert=expert, render_mode=render_mode,
                          progress_labels=progress_labels)
         self.success_reward = float(success_reward)
@@ -214,13 +219,13 @@ class CraftingEnv(TextEnv):
     def task_ids(self, split: str | None = None) -> Sequence[str]:
         split = split or self.split
         self._check_split(split)
-        return _task_ids(split, self.max_plan_length)
+        return _task_ids(split, self.max_plan_length, self.min_plan_length)
 
     def _has_task(self, task_id: str) -> bool:
         split, _, index = task_id.partition("/")
         if not (split in SPLIT_SIZES and index.isdigit() and int(index) < SPLIT_SIZES[split]):
             return False
-        return self.max_plan_length is None or make_task(split, int(index)).expert_length <= self.max_plan_length
+        return _kept(make_task(split, int(index)).expert_length, self.max_plan_length, self.min_plan_length)
 
     def task(self, task_id: str) -> CraftingTask:
         split, _, index = task_id.partition("/")
@@ -318,7 +323,12 @@ class CraftingEnv(TextEnv):
         return len(self._plan())
 
 
+def _kept(length: int, max_plan_length: int | None, min_plan_length: int | None) -> bool:
+    return (max_plan_length is None or length <= max_plan_length) and (min_plan_length is None or
+                                                                         length >= min_plan_length)
+
+
 @lru_cache(maxsize=None)
-def _task_ids(split: str, max_plan_length: int | None = None) -> tuple[str, ...]:
+def _task_ids(split: str, max_plan_length: int | None = None, min_plan_length: int | None = None) -> tuple[str, ...]:
     return tuple(f"{split}/{i:05d}" for i in range(SPLIT_SIZES[split])
-                 if max_plan_length is None or make_task(split, i).expert_length <= max_plan_length)
+                 if _kept(make_task(split, i).expert_length, max_plan_length, min_plan_length))

@@ -138,3 +138,21 @@ def test_max_plan_length_keeps_short_tasks_with_their_ids():
         short.reset(options={"task_id": long_id})
     with pytest.raises(ValueError):
         envs.make("crafting", max_plan_length=3)
+
+
+def test_min_plan_length_keeps_long_tasks_and_combines_with_max():
+    """A long-horizon slice: plans of 8-12 steps, every kept task's expert plan in range, ids shared with the full
+    split; a window that excludes everything is refused."""
+    full = envs.make("crafting").unwrapped
+    window = envs.make("crafting", min_plan_length=8, max_plan_length=12, expert=True)
+    lengths = {split: [make_task(split, int(t.split("/")[1])).expert_length
+                       for t in window.unwrapped.task_ids(split)] for split in SPLIT_SIZES}
+    for split, found in lengths.items():
+        assert found and all(8 <= n <= 12 for n in found), split
+        assert len(found) < SPLIT_SIZES[split] or split == "eval_out_of_distribution"  # its targets all need 8-12
+        assert set(window.unwrapped.task_ids(split)) <= set(full.task_ids(split))
+    assert max(lengths["train"]) == 12 and min(lengths["train"]) == 8
+    task_id = window.unwrapped.task_ids("train")[0]
+    assert 8 <= play_expert(window, task_id)[2] <= 12
+    with pytest.raises(ValueError, match="above max_plan_length"):
+        envs.make("crafting", min_plan_length=9, max_plan_length=7)
