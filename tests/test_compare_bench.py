@@ -204,3 +204,17 @@ def test_filter_groups_passes_through_to_the_runs_and_keeps_them_apart(compare, 
     # no group and makes no update.
     assert row["sampling"] == {"mixed_share": 0.0, "update_share": 0.0, "draws": 8.0, "kept": 0.0,
                                "extra_steps_per_kept_group": None, "extra_tokens_per_kept_group": None}
+
+
+def test_every_preset_builds_a_valid_config(compare):
+    """A preset's settings are real config keys with valid values (a typo would only surface hours into a study)."""
+    from agentrl.config import build_config
+
+    module, _ = compare
+    for name, preset in module.PRESETS.items():
+        if preset["model"] == "learning-warm-start":
+            continue  # bench/learning.py's recipe, built by its own code
+        config = build_config(None, {**preset["config"], "model.path": "tiny-random"})
+        assert config.env.name == preset["config"]["env.name"], name
+        if "warm_start" in preset:
+            assert {"env", "tasks", "epochs", "lr", "mode", "seed"} <= set(preset["warm_start"]), name
