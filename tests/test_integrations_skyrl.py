@@ -96,3 +96,14 @@ def test_skyrl_example_runs():
                             check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert len([line for line in result.stdout.splitlines() if line.startswith("task-")]) == 4
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="skyrl.backends imports on Python 3.12")
+def test_on_python_3_11_importing_the_adapter_says_why_in_one_line():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", "import agentrl.integrations.skyrl"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: SkyRL's skyrl.backends does not import on Python 3.11") and "3.12" in last

@@ -14,6 +14,7 @@ per-step credit: use the default one-row-per-trajectory mode.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,9 @@ try:  # skyrl >= 0.3 (the SkyRL monorepo package); skyrl-train <= 0.3.1 kept the
     from skyrl.backends.skyrl_train.utils import ppo_utils
 except ImportError:  # pragma: no cover - depends on the installed SkyRL
     from skyrl_train.utils import ppo_utils
+except Exception as error:  # noqa: BLE001  skyrl 0.3.0's skyrl/backends needs Python 3.12 (pydantic)
+    raise ImportError(f"SkyRL's skyrl.backends does not import on Python {sys.version_info[0]}.{sys.version_info[1]} "
+                      f"({type(error).__name__}); SkyRL runs on Python 3.12 (docs/integrations.md)") from None
 
 from agentrl.algos.types import BatchError
 from agentrl.integrations.steps import step_advantages, token_advantages, trajectory_columns, turns_from_mask
