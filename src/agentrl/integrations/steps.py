@@ -35,7 +35,8 @@ class StepColumns:
     text: np.ndarray | None = None  # "action -> next_obs" (SCPO)
 
     def take(self, rows: np.ndarray) -> StepColumns:
-        return replace(self, **{f.name: None if getattr(self, f.name) is None else np.asarray(getattr(self, f.name))[rows]
+        return replace(self, **{f.name: None if getattr(self, f.name) is None
+                                else np.asarray(getattr(self, f.name))[rows]
                                 for f in fields(self)})
 
 

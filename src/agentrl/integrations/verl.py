@@ -30,7 +30,7 @@ FIELDS = {"group": "uid", "traj": "traj_uid", "step": "step_index", "reward": "r
 
 
 def options_of(config: Any) -> dict[str, Any]:
-    """agentrl options from verl's algorithm config: its ``agentrl`` entry (a mapping of SCPOConfig/GiGPOConfig fields)."""
+    """agentrl options from verl's algorithm config: its ``agentrl`` entry (SCPOConfig/GiGPOConfig fields)."""
     if config is None:
         return {}
     entry = config.get("agentrl") if hasattr(config, "get") else getattr(config, "agentrl", None)
@@ -73,7 +73,8 @@ def step_columns(token_level_rewards: torch.Tensor, non_tensor_batch: dict[str, 
 
 def _estimator(name: str):
     def estimate(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray | None = None,
-                 config: Any = None, non_tensor_batch: dict | None = None, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+                 config: Any = None, non_tensor_batch: dict | None = None,
+                 **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if non_tensor_batch is None:
             raise BatchError(f"{name} needs the batch's non-tensor fields, which verl's compute_advantage passes only "
                              "after agentrl.integrations.verl.install() (docs/integrations.md)")
@@ -99,7 +100,7 @@ def register() -> None:
 
 
 def compute_advantage(data: DataProto, adv_estimator: str, config: Any = None) -> DataProto:
-    """verl's ``compute_advantage`` for agentrl's names: sets ``advantages`` and ``returns`` (rows × response tokens)."""
+    """verl's ``compute_advantage`` for agentrl's names: sets ``advantages`` and ``returns`` (rows × tokens)."""
     name = getattr(adv_estimator, "value", adv_estimator)
     if name not in ESTIMATORS:
         raise BatchError(f"unknown agentrl estimator {name!r}; known: {', '.join(ESTIMATORS)}")
