@@ -49,9 +49,13 @@ CASES = {
 
 
 def rule_scores(seq_logliks: list[float], lengths: list[int]) -> dict[str, np.ndarray]:
-    """Each rule's candidate scores (the formulas of :func:`agentrl.policy.choice_scores`)."""
-    total = np.asarray(seq_logliks, dtype=np.float64)
-    return {"sum": total, "mean": total / np.asarray(lengths, dtype=np.float64)}
+    """Each rule's candidate scores, by the function the policy itself uses."""
+    import torch
+
+    from agentrl.policy import choice_scores
+
+    total = torch.tensor(seq_logliks, dtype=torch.float64)
+    return {rule: choice_scores(total, lengths, rule).numpy() for rule in RULES}
 
 
 def expert_states(env_name: str, split: str, model: str, tasks: int) -> dict:

@@ -72,7 +72,7 @@ def collect_rollouts(
     ``sent_resets``: this rollout's resets, already sent (``pool.reset_async(reset_requests(task_ids, group_size,
     seed))``, for example while the learner was busy); ``time/env_reset`` is then only the time still waited.
     """
-    rollout = _Rollout(agent, policy, policy if generator is None else generator, generation, (mode, choice_rule),
+    rollout = _Rollout(agent, policy, policy if generator is None else generator, generation, mode, choice_rule,
                        [task_ids[s // group_size] for s in range(len(task_ids) * group_size)], max_trajectory_tokens)
     t0 = time.perf_counter()
     resets = (sent_resets.result() if sent_resets is not None
@@ -121,9 +121,9 @@ class _Rollout:
     """The episodes of one :func:`collect_rollouts` call, slot by slot, as they are played."""
 
     def __init__(self, agent: PromptAgent, policy: HFPolicy, generator: Generator, generation: GenerationConfig,
-                 mode: tuple[str, str], slot_task: list[str], max_trajectory_tokens: int | None) -> None:
+                 mode: str, choice_rule: str, slot_task: list[str], max_trajectory_tokens: int | None) -> None:
         self.agent, self.policy, self.generator, self.generation = agent, policy, generator, generation
-        self.mode, self.choice_rule = mode  # ("generate" | "score", the scoring mode's choice rule)
+        self.mode, self.choice_rule = mode, choice_rule
         self.slot_task = slot_task
         self.max_trajectory_tokens = max_trajectory_tokens
         n_slots = len(slot_task)
@@ -160,12 +160,7 @@ class _Rollout:
                                   f"task {self.slot_task[active[candidates.index([])]]!r}; use agent.mode=generate")
             choices = policy.score_choices(prompts, candidates, temperature=max(generation.temperature, 1e-6),
                                            sample=generation.temperature > 0, seed=step_seed, rule=self.choice_rule)
-            return [c.text for c in choices], [
-                TrainingSample(prompt_ids=p, response_ids=list(c.response_ids), old_logprobs=[float(c.logprob)],
-                               advantage=0.0, choice_ids=[list(ids) for ids in c.choice_ids],
-                               choice_index=int(c.index), choice_rule=c.rule)
-                for p, c in zip(prompts, choices)
-            ]
+            return [c.text for c in choices], [TrainingSample.from_choice(c, 0.0) for c in choices]
         generations = self.generator.generate(prompts, generation, seed=step_seed)
         self.n_truncated_replies += sum(g.truncated for g in generations)
         return [g.text for g in generations], [

@@ -34,7 +34,7 @@ from agentrl.checkpoint import CheckpointError, find_latest, load_checkpoint, re
 from agentrl.config import DEFAULT_CHOICE_RULE, AgentSection, SFTConfig, from_dict
 from agentrl.errors import AgentRLError
 from agentrl.models import AGENT_SETTINGS_FILE, recommended_agent_settings, resolve_model
-from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, choice_scores, token_log_probs
+from agentrl.policy import HFPolicy, choice_and_prompt_logliks, choice_log_probs, choice_policy, token_log_probs
 
 
 @dataclass
@@ -83,8 +83,7 @@ def _batch_loss(model: torch.nn.Module, batch: list[Demonstration], mode: str,
     if mode in ("score", "both"):
         if prompt_loss_weight > 0:
             seq_logliks, prompt_logliks = choice_and_prompt_logliks(model, prompts, [d.choice_ids for d in batch])
-            log_policy = [torch.log_softmax(choice_scores(s, [len(c) for c in d.choice_ids], rule), dim=-1)
-                          for s, d in zip(seq_logliks, batch)]
+            log_policy = choice_policy(seq_logliks, [d.choice_ids for d in batch], rule)
         else:
             log_policy, seq_logliks = choice_log_probs(model, prompts, [d.choice_ids for d in batch], rule=rule)
         loss = -torch.stack([lp[d.expert_index] for lp, d in zip(log_policy, batch)]).mean()

@@ -55,6 +55,7 @@ from agentrl.policy.hf import HFPolicy, quiet_progress_bars
 from agentrl.policy.logprobs import (
     choice_and_prompt_logliks,
     choice_log_probs,
+    choice_policy,
     choice_scores,
     choice_sequence_logliks,
     token_log_probs,
@@ -72,6 +73,7 @@ __all__ = [
     "LoraSettings",
     "choice_and_prompt_logliks",
     "choice_log_probs",
+    "choice_policy",
     "choice_scores",
     "choice_sequence_logliks",
     "configure_cpu_threads",

@@ -353,11 +353,18 @@ def choice_log_probs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
     untempered distribution).
     """
     seq_logliks = choice_sequence_logliks(model, prompts, choices, pad_id=pad_id)
+    return choice_policy(seq_logliks, choices, rule, temperature), seq_logliks
+
+
+def choice_policy(seq_logliks: Sequence[torch.Tensor], choices: Sequence[Sequence[Sequence[int]]],
+                  rule: str | Sequence[str] = DEFAULT_CHOICE_RULE, temperature: float = 1.0) -> list[torch.Tensor]:
+    """The scoring-mode log-policy from the candidates' sequence log-likelihoods (docs/spec/algorithms.md §1.5.1):
+    ``log_softmax(choice_scores(seq_logliks, lengths, rule) / temperature)`` per prompt; a temperature of 0 is read
+    as 1, ``rule`` is one for all prompts or one per prompt."""
     scale = temperature if temperature > 0 else 1.0
-    rules = [rule] * len(prompts) if isinstance(rule, str) else list(rule)
-    log_policy = [torch.log_softmax(choice_scores(s, [len(c) for c in cands], r) / scale, dim=-1)
-                  for s, cands, r in zip(seq_logliks, choices, rules)]
-    return log_policy, seq_logliks
+    rules = [rule] * len(seq_logliks) if isinstance(rule, str) else list(rule)
+    return [torch.log_softmax(choice_scores(s, [len(c) for c in cands], r) / scale, dim=-1)
+            for s, cands, r in zip(seq_logliks, choices, rules)]
 
 
 # ----------------------------------------------------------------------------------------------------------------
