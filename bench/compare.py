@@ -86,10 +86,12 @@ PRESETS: dict[str, dict[str, Any]] = {
                        "mode": "score", "seed": 0},
         "config": {"env.name": "crafting", "env.args": LONG_CRAFTING, "env.eval_split": "eval_in_distribution",
                    "env.train_tasks": 32, "agent.mode": "score", "agent.think": False,
-                   "rollout.tasks_per_iteration": 8, "rollout.group_size": 8, "rollout.workers": 0,
+                   "rollout.tasks_per_iteration": 4, "rollout.group_size": 8, "rollout.workers": 0,
                    "rollout.filter_groups": "outcome", "learner.lr": 2e-4, "learner.skip_zero_advantage": True,
                    "learner.mini_batch_size": 64, "learner.micro_batch_size": 16},
-        "iterations": 10, "eval_every": 10, "eval_episodes": 100,
+        # Sized for 10 seeds x 3 algorithms on 2 cores: 8 groups of 8 per iteration took 200 s (learner 142 s).
+        "iterations": 6, "eval_every": 6, "eval_episodes": 100,
+        "train_set_attempts": 4,  # 32 tasks x 4 at T=0.4: 128 episodes per measurement
     },
     "alfworld": {
         "model": "agentrl-tiny",
@@ -102,6 +104,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         # The policy's card measured this very evaluation on the whole split (same env defaults, agent settings and
         # temperature): it is the start's held-out success when a run evaluates all 134 games.
         "start_eval_job": ("alfworld-unseen-score", 134),
+    },
+    "alfworld-fit": {  # fit a small training set the policy sometimes wins (issue 41)
+        "model": "agentrl-tiny",
+        # The first 16 train games of the Look type (examine an object under the desk lamp): agentrl-tiny won 38.5%
+        # of 4 attempts each at T=1 on the first 24 (2026-12-07), and 18 of those 24 games were won sometimes and
+        # lost sometimes, so most groups carry signal. Its wins take 4-49 steps: the 50-step limit stays. Held out:
+        # the 18 Look games of valid_unseen, evaluated before and after (same episodes).
+        "config": {"env.name": "alfworld", "env.args": {"task_types": ["Look"]},
+                   "env.eval_split": "eval_out_of_distribution", "env.train_tasks": 16, "agent.mode": "score",
+                   "agent.think": False, "rollout.tasks_per_iteration": 2, "rollout.group_size": 4,
+                   "rollout.workers": 0, "rollout.filter_groups": "outcome", "rollout.max_task_draws": 8,
+                   "learner.lr": 5e-5, "learner.kl_coef": 0.01, "learner.skip_zero_advantage": True,
+                   "learner.mini_batch_size": 64, "learner.micro_batch_size": 8, "run.eval_before_train": True},
+        "iterations": 6, "eval_every": 6, "eval_episodes": 18,
+        "train_set_attempts": 8,  # 16 games x 8 at T=0.4: 128 episodes per measurement
     },
     "webshop": {
         "model": "agentrl-tiny",
@@ -322,19 +339,23 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 
 def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -> dict[str, Any]:
     """Add the start and final policies' training-set success to a finished run of a preset with a fixed training
-    set (measured once, cached in result.json; the start's in ``<env>/start-train-set.json``)."""
+    set: every training task ``train_set_attempts`` times (the preset's, default 32) at T=0.4. Measured once, cached
+    in result.json; the start's in ``<env>/start-train-set.json``, remeasured when its model or attempts change."""
     config = row["config"]
     if not config.get("env.train_tasks") or "final_train_set_success" in row:
         return row
     from agentrl.checkpoint import find_latest
 
     train_set_success = _learning().train_set_success  # the one measurement, with bench/learning.py's defaults
+    attempts = PRESETS.get(row["env"], {}).get("train_set_attempts", 32)
     start_file = out_root / row["env"] / "start-train-set.json"
-    if not start_file.is_file():
-        start_file.write_text(json.dumps({"model": config["model.path"],
-                                          "success": train_set_success(config["model.path"], config)}))
-    row["start_train_set_success"] = json.loads(start_file.read_text())["success"]
-    row["final_train_set_success"] = train_set_success(find_latest(run_dir) / "model", config)
+    key = {"model": config["model.path"], "attempts": attempts}
+    start = json.loads(start_file.read_text()) if start_file.is_file() else {}
+    if {k: start.get(k, 32 if k == "attempts" else None) for k in key} != key:
+        start = {**key, "success": train_set_success(config["model.path"], config, attempts)}
+        start_file.write_text(json.dumps(start))
+    row["start_train_set_success"] = start["success"]
+    row["final_train_set_success"] = train_set_success(find_latest(run_dir) / "model", config, attempts)
     (run_dir / "result.json").write_text(json.dumps(row, indent=1))
     return row
 

@@ -218,3 +218,30 @@ def test_every_preset_builds_a_valid_config(compare):
         assert config.env.name == preset["config"]["env.name"], name
         if "warm_start" in preset:
             assert {"env", "tasks", "epochs", "lr", "mode", "seed"} <= set(preset["warm_start"]), name
+
+
+def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_start_remeasured_when_they_change(
+        compare, tmp_path, monkeypatch):
+    module, model = compare
+    out = tmp_path / "runs"
+    learning = module._learning()
+    calls = []
+    real = learning.train_set_success
+
+    def spy(path, overrides, attempts=32, seed=0):
+        calls.append((Path(path).name, attempts))
+        return real(path, overrides, attempts, seed)
+
+    monkeypatch.setattr(learning, "train_set_success", spy)
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**preset, "config": {**preset["config"], "env.train_tasks": 2},
+                                                          "train_set_attempts": 2})
+    row = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    assert calls == [("start", 2), ("model", 2)]  # the start once, then the run's final policy
+    assert 0 <= row["start_train_set_success"] <= 100 and 0 <= row["final_train_set_success"] <= 100
+    assert json.loads((out / "tiny-crafting" / "start-train-set.json").read_text())["attempts"] == 2
+    module.run_one("tiny-crafting", "gigpo", 0, ARGS, out)
+    assert calls[2:] == [("model", 2)]  # the start's measurement is reused
+    monkeypatch.setitem(module.PRESETS["tiny-crafting"], "train_set_attempts", 3)
+    module.run_one("tiny-crafting", "grpo", 1, ARGS, out)
+    assert calls[3:] == [("start", 3), ("model", 3)]  # other attempts: the start is measured again
