@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from paired import PAIRS, band, format_ci, mean_ci, paired_differences
+from paired import PAIRS, band, detectable_difference, format_ci, mean_ci, paired_differences, seeds_needed
 
 ALGOS = ("grpo", "gigpo", "scpo", "scpo_grpo")
 SCPO_DIAGNOSTICS = ("algo/failed_steps_credited_frac", "algo/failed_steps_in_mixed_groups_credited_frac",
@@ -121,6 +121,29 @@ def paired(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
             differences = paired_differences(by_seed)
             if differences:
                 out.setdefault(name, {})[measure] = differences
+    return out
+
+
+#: The difference (points of success) a power analysis sizes a study for, besides the one observed.
+TARGET_DIFFERENCE = 5.0
+
+
+def power_analysis(differences: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per setting, measure and pair of :func:`paired`'s differences: the differences' standard deviation over the
+    ``seeds`` run, the smallest true difference those seeds find with 80% power (``detectable``), and the seeds a
+    paired t-test needs for 80% power at the observed mean difference and at :data:`TARGET_DIFFERENCE` points, with
+    this standard deviation (None: below two seeds or a zero spread)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, measures in differences.items():
+        for measure, found in measures.items():
+            for pair, ci in found.items():
+                std = ci["std"]
+                usable = std is not None and std > 0
+                out.setdefault(name, {}).setdefault(measure, {})[pair] = {
+                    "seeds": ci["n"], "std": std, "mean": ci["mean"],
+                    "detectable": detectable_difference(std, ci["n"]) if usable else None,
+                    "seeds_for_observed": seeds_needed(ci["mean"], std) if usable else None,
+                    "seeds_for_5_points": seeds_needed(TARGET_DIFFERENCE, std) if usable else None}
     return out
 
 
@@ -237,6 +260,20 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
                          if f"{a}-{b}" in found else "–" for a, b in PAIRS]
                 lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
                              + " | ".join(cells) + " |")
+    analysis = power_analysis(differences or {})
+    if analysis:
+        lines += ["", ("Power (paired t-test, 5% level, 80% power, with the spread of the differences above): the "
+                       "smallest difference these seeds find, and the seeds needed to find the observed difference "
+                       f"and one of {TARGET_DIFFERENCE:.0f} points:"), "",
+                  ("| env | measure | pair | seeds | s.d. of differences | detectable difference | seeds for the "
+                   f"observed | seeds for {TARGET_DIFFERENCE:.0f} points |"), "|---|---|---|---|---|---|---|---|"]
+        for env_name, measures in sorted(analysis.items()):
+            for measure, pairs in measures.items():
+                for pair, row in pairs.items():
+                    cells = ["–" if row[k] is None else (f"{row[k]:.1f}" if isinstance(row[k], float) else str(row[k]))
+                             for k in ("std", "detectable", "seeds_for_observed", "seeds_for_5_points")]
+                    lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
+                                 f"{pair.replace('-', ' − ')} | {row['seeds']} | " + " | ".join(cells) + " |")
     block = "\n".join(lines)
     begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
     text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"

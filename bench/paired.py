@@ -6,6 +6,11 @@ every iteration; dynamic sampling's further waves depend on the outcomes) and is
 (same tasks, reset seeds and sampling seeds). A paired difference is taken seed by seed, so the seed's luck (its
 tasks, its evaluation dice) cancels. Intervals are Student-t intervals over seeds: mean ± t(0.975, n−1)·s/√n, with s
 the sample standard deviation; one seed gives a mean without an interval.
+
+The power analysis (:func:`power`, :func:`seeds_needed`, :func:`detectable_difference`) is that of the paired
+t-test at the 5% level: from the standard deviation of the paired differences a pilot measured, the chance that
+``n`` seeds find a true difference ``delta`` (noncentral t), the seeds that give 80% power, and the smallest
+difference ``n`` seeds find with 80% power.
 """
 
 from __future__ import annotations
@@ -15,22 +20,19 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from scipy import stats
+
 #: The differences reported, ``a − b`` for each pair (a, b).
 PAIRS = (("scpo", "gigpo"), ("gigpo", "grpo"), ("scpo", "grpo"))
-#: Student t 0.975 quantiles for 1..30 degrees of freedom (three decimals, as printed in the usual tables).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+#: The power a study is sized for, and the two-sided level of its tests and intervals.
+POWER, ALPHA = 0.8, 0.05
 
 
 def t975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (table up to 30, then the Cornish-Fisher
-    expansion around the normal quantile, within 0.001 of the exact value there)."""
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    return float(stats.t.ppf(1 - ALPHA / 2, df))
 
 
 def mean_ci(values: Sequence[float]) -> dict[str, Any]:
@@ -57,6 +59,43 @@ def paired_differences(by_seed: dict[str, dict[int, float]],
             diffs = [by_seed[a][s] - by_seed[b][s] for s in seeds]
             out[f"{a}-{b}"] = {**mean_ci(diffs), "seeds": seeds}
     return out
+
+
+def power(delta: float, std: float, n: int) -> float:
+    """Power of the two-sided paired t-test at the 5% level with ``n`` seeds, when the true mean difference is
+    ``delta`` and the differences' standard deviation ``std``."""
+    if n < 2:
+        return 0.0
+    if std <= 0:
+        return 1.0 if delta else ALPHA
+    df, critical = n - 1, t975(n - 1)
+    shift = abs(delta) * math.sqrt(n) / std  # the noncentrality
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+
+
+def seeds_needed(delta: float, std: float, target: float = POWER, limit: int = 10_000) -> int | None:
+    """The fewest seeds whose paired t-test finds ``delta`` with power ``target``; None beyond ``limit``."""
+    if delta == 0:
+        return None
+    n = 2
+    while power(delta, std, n) < target:
+        n += 1
+        if n > limit:
+            return None
+    return n
+
+
+def detectable_difference(std: float, n: int, target: float = POWER) -> float | None:
+    """The smallest true difference that ``n`` seeds find with power ``target`` (bisection on :func:`power`)."""
+    if n < 2 or std is None:
+        return None
+    low, high = 0.0, std
+    while power(high, std, n) < target:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if power(mid, std, n) < target else (low, mid)
+    return high
 
 
 def band(series: Sequence[Sequence[float]]) -> tuple[list[float], list[float], list[float]]:

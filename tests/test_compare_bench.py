@@ -152,30 +152,31 @@ def hand_made_rows(finals: dict[str, list[float]], **extra) -> list[dict]:
 
 
 def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_seed(compare, tmp_path):
-    """Means with 95% t-intervals (t(0.975, 2) = 4.303 for three seeds) and paired differences, on numbers worked out
-    by hand; a seed only one algorithm ran is not paired."""
+    """Means with 95% t-intervals (t(0.975, 2) = 4.3027 for three seeds) and paired differences, on numbers worked
+    out by hand; a seed only one algorithm ran is not paired."""
     module, _ = compare
     from paired import band, mean_ci, t975  # bench/paired.py, on the path since bench/compare.py was loaded
 
-    assert t975(2) == 4.303 and t975(30) == 2.042 and t975(40) == pytest.approx(2.0211, abs=1e-3)
+    assert t975(2) == pytest.approx(4.3027, abs=1e-4) and t975(30) == pytest.approx(2.0423, abs=1e-4)
+    assert t975(40) == pytest.approx(2.0211, abs=1e-4)
     assert mean_ci([7.0]) == {"n": 1, "mean": 7.0, "std": None, "half": None, "low": None, "high": None}
     rows = hand_made_rows({"grpo": [10, 20, 30], "gigpo": [12, 24, 30], "scpo": [15, 25, 36, 90]})
     table = module.summarize(rows)
     grpo = table["tiny-crafting/grpo"]
     assert grpo["mean"] == 20 and grpo["std"] == 10 and grpo["seeds"] == 3
-    assert grpo["ci"]["half"] == pytest.approx(4.303 * 10 / 3 ** 0.5)  # 24.843
+    assert grpo["ci"]["half"] == pytest.approx(t975(2) * 10 / 3 ** 0.5)  # 24.843
     differences = module.paired(rows)["tiny-crafting"]["final_eval_success"]
     assert set(differences) == {"scpo-gigpo", "gigpo-grpo", "scpo-grpo"}
     assert all(d["seeds"] == [0, 1, 2] for d in differences.values())  # seed 3: scpo only
     assert differences["gigpo-grpo"]["mean"] == 2 and differences["gigpo-grpo"]["std"] == 2  # diffs 2, 4, 0
-    assert differences["gigpo-grpo"]["half"] == pytest.approx(4.303 * 2 / 3 ** 0.5)  # 4.969
-    scpo_grpo = differences["scpo-grpo"]  # diffs 5, 5, 6: s = 1/sqrt(3), so the half-width is 4.303 / 3
-    assert scpo_grpo["mean"] == pytest.approx(16 / 3) and scpo_grpo["half"] == pytest.approx(4.303 / 3)
+    assert differences["gigpo-grpo"]["half"] == pytest.approx(t975(2) * 2 / 3 ** 0.5)  # 4.969
+    scpo_grpo = differences["scpo-grpo"]  # diffs 5, 5, 6: s = 1/sqrt(3), so the half-width is t / 3
+    assert scpo_grpo["mean"] == pytest.approx(16 / 3) and scpo_grpo["half"] == pytest.approx(t975(2) / 3)
     assert differences["scpo-gigpo"]["mean"] == pytest.approx(10 / 3)  # diffs 3, 1, 6
-    assert differences["scpo-gigpo"]["half"] == pytest.approx(4.303 * (19 / 3) ** 0.5 / 3 ** 0.5)
+    assert differences["scpo-gigpo"]["half"] == pytest.approx(t975(2) * (19 / 3) ** 0.5 / 3 ** 0.5)
     # Learning-curve bands: the t-interval per iteration over seeds.
     mean, low, high = band([[0.0, 10.0], [10.0, 20.0], [20.0, 30.0]])
-    assert mean == [10.0, 20.0] and high[0] - mean[0] == pytest.approx(4.303 * 10 / 3 ** 0.5) and low[1] < 20.0
+    assert mean == [10.0, 20.0] and high[0] - mean[0] == pytest.approx(t975(2) * 10 / 3 ** 0.5) and low[1] < 20.0
 
     results = tmp_path / "results.md"
     module.write_markdown(table, rows, results, "hand-made", module.paired(rows))
@@ -183,6 +184,7 @@ def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_s
     assert "| tiny-crafting | grpo | 3 | – | 5.0 → 20.0 [-4.8, 44.8] |" in text
     assert "| tiny-crafting | eval success | 3.3 [-2.9, 9.6], 3 seeds | 2.0 [-3.0, 7.0], 3 seeds | " \
            "5.3 [3.9, 6.8], 3 seeds |" in text
+    assert "| tiny-crafting | eval success | scpo − grpo | 3 | 0.6 | 1.9 | 2 | 2 |" in text  # the power analysis
     # Runs with dynamic sampling on are another setting: compared among themselves, never paired with the others.
     filtered = hand_made_rows({"grpo": [40, 50], "scpo": [45, 55]}, filter_groups="outcome")
     both = module.paired(rows + filtered)
@@ -191,6 +193,24 @@ def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_s
     assert set(module.summarize(rows + filtered)) == {"tiny-crafting/grpo", "tiny-crafting/gigpo",
                                                       "tiny-crafting/scpo", "tiny-crafting+outcome/grpo",
                                                       "tiny-crafting+outcome/scpo"}
+
+
+def test_the_power_analysis_matches_the_paired_t_test_tables(compare):
+    """R's power.t.test(type="paired"): n=10, delta=1, sd=1 gives power 0.8031; 80% power at delta=0.5 needs 34."""
+    from paired import detectable_difference, power, seeds_needed
+
+    assert power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=1e-4)
+    assert power(0.5, 1.0, 34) == pytest.approx(0.8078, abs=1e-4) and power(0.5, 1.0, 33) < 0.8
+    assert seeds_needed(0.5, 1.0) == 34 and seeds_needed(5.0, 2.0) == 4 and seeds_needed(0.0, 1.0) is None
+    found = detectable_difference(8.0, 10)
+    assert power(found, 8.0, 10) == pytest.approx(0.8, abs=1e-6) and found == pytest.approx(7.97, abs=0.01)
+    module, _ = compare
+    rows = hand_made_rows({"grpo": [10, 20, 30], "scpo": [15, 25, 36]})
+    analysis = module.power_analysis(module.paired(rows))["tiny-crafting"]["final_eval_success"]["scpo-grpo"]
+    assert analysis["std"] == pytest.approx(3 ** -0.5) and analysis["seeds"] == 3
+    assert analysis["detectable"] == pytest.approx(detectable_difference(3 ** -0.5, 3))
+    assert analysis["seeds_for_observed"] == seeds_needed(16 / 3, 3 ** -0.5) == 2
+    assert analysis["seeds_for_5_points"] == seeds_needed(5.0, 3 ** -0.5)
 
 
 def test_filter_groups_passes_through_to_the_runs_and_keeps_them_apart(compare, tmp_path):
@@ -222,7 +242,7 @@ def test_every_preset_builds_a_valid_config(compare):
 
 def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_start_remeasured_when_they_change(
         compare, tmp_path, monkeypatch):
-    module, model = compare
+    module, _ = compare
     out = tmp_path / "runs"
     learning = module._learning()
     calls = []
