@@ -345,7 +345,8 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -> dict[str, Any]:
     """Add the start and final policies' training-set success to a finished run of a preset with a fixed training
     set: every training task ``train_set_attempts`` times (the preset's, default 32) at T=0.4. Measured once, cached
-    in result.json; the start's in ``<env>/start-train-set.json``, remeasured when its model or attempts change."""
+    in result.json; the start's in ``<env>/start-train-set.json``, remeasured when its model, attempts, training set
+    or env args change."""
     config = row["config"]
     if not config.get("env.train_tasks") or "final_train_set_success" in row:
         return row
@@ -354,9 +355,10 @@ def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -
     train_set_success = _learning().train_set_success  # the one measurement, with bench/learning.py's defaults
     attempts = PRESETS.get(row["env"], {}).get("train_set_attempts", 32)
     start_file = out_root / row["env"] / "start-train-set.json"
-    key = {"model": config["model.path"], "attempts": attempts}
+    key = json.loads(json.dumps({"model": config["model.path"], "attempts": attempts,
+                                 "train_tasks": config["env.train_tasks"], "env_args": config.get("env.args")}))
     start = json.loads(start_file.read_text()) if start_file.is_file() else {}
-    if {k: start.get(k, 32 if k == "attempts" else None) for k in key} != key:
+    if {k: start.get(k) for k in key} != key:
         start = {**key, "success": train_set_success(config["model.path"], config, attempts)}
         start_file.write_text(json.dumps(start))
     row["start_train_set_success"] = start["success"]

@@ -265,3 +265,7 @@ def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_star
     monkeypatch.setitem(module.PRESETS["tiny-crafting"], "train_set_attempts", 3)
     module.run_one("tiny-crafting", "grpo", 1, ARGS, out)
     assert calls[3:] == [("start", 3), ("model", 3)]  # other attempts: the start is measured again
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(preset, "config", {**preset["config"], "env.train_tasks": 1})
+    module.run_one("tiny-crafting", "grpo", 2, ARGS, out)
+    assert calls[5:] == [("start", 3), ("model", 3)]  # another training set: measured again
