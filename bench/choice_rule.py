@@ -32,6 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_block import replace_block
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "choice_rule.json"
 CACHE = ROOT / "bench" / "results" / "choice_rule"
@@ -226,12 +229,7 @@ def write_block(rows: list[dict]) -> None:
                      f"{pct(r['expert_mean'])} | {ci(r['expert_diff'])} | {r['shortest_sum']:.0f}% / "
                      f"{r['shortest_mean']:.0f}% | {r['closed_loop_tasks'] or '–'} | {pct(r['success_sum'])} | "
                      f"{pct(r['success_mean'])} | {ci(r['success_diff'])} |")
-    docs = ROOT / "docs" / "results.md"
-    text = docs.read_text()
-    begin, end = "<!-- choice-rule:begin -->", "<!-- choice-rule:end -->"
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
-    docs.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+    replace_block(ROOT / "docs" / "results.md", "choice-rule", "\n".join(lines))
 
 
 if __name__ == "__main__":

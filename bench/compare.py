@@ -3,17 +3,18 @@
 For each environment preset and each seed, every algorithm trains the same starting policy with the same config —
 only ``algo.name`` differs — through the real :class:`~agentrl.trainer.Trainer`. The runs of a seed are paired:
 same start, same task draws (the first wave of every iteration, with ``--filter-groups``), same evaluation
-episodes (tasks, reset and sampling seeds), so differences are taken seed by seed (bench/paired.py). The tables, differences and plots are made by
-bench/compare_report.py. Writes:
+episodes (tasks, reset and sampling seeds), so differences are taken seed by seed (bench/paired.py). The tables,
+differences, power analysis and plots are made by bench/compare_report.py. Writes:
 
 - ``bench/results/compare.json``: per (env, algo, seed) the learning curve, the final evaluation (overall and per
-  task type), for presets with a fixed training set the start and final policies' success on it (8 tasks × 32
-  attempts at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per iteration, what the updates
-  were made of (mixed groups, draws), wall times; per (env, algo) the final success as mean with its 95% t-interval
-  over seeds; and the paired differences SCPO − GiGPO, GiGPO − GRPO, SCPO − GRPO with theirs;
+  task type), for presets with a fixed training set the start and final policies' success on it (every training
+  task ``train_set_attempts`` times at T=0.4, the low-noise measure of what RL fitted), SCPO's diagnostics per
+  iteration, what the updates were made of (mixed groups, draws), wall times; per (env, algo) the final success as
+  mean with its 95% t-interval over seeds; the paired differences SCPO − GiGPO, GiGPO − GRPO, SCPO − GRPO with
+  theirs, and their power analysis;
 - ``docs/results/compare-<env>.png``: train and eval success over iterations (and, for an env that reports a score,
   training reward and eval score), all algorithms on one plot (mean over seeds, 95% t-interval band);
-- ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): both tables and the labels.
+- ``docs/results.md``'s generated block (between the ``compare:begin/end`` markers): the tables and the labels.
 
 Presets (CPU-sized budgets; ``--iterations`` etc. override):
 
@@ -405,12 +406,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table, differences = summarize(all_rows), paired(all_rows)
     label = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch 1 thread; "
              f"budgets per env in bench/compare.py PRESETS; {time.strftime('%Y-%m-%d')}")
-    report = {"label": label, "summary": table, "paired_differences": differences,
-              "power": power_analysis(differences), "runs": all_rows}
+    analysis = power_analysis(differences)
+    report = {"label": label, "summary": table, "paired_differences": differences, "power": analysis,
+              "runs": all_rows}
     results_path.write_text(json.dumps(report, indent=1))
     for name in sorted({setting(r) for r in all_rows}):
         plot(all_rows, name, ROOT / "docs" / "results" / f"compare-{name}.png")
-    write_markdown(table, all_rows, ROOT / "docs" / "results.md", label, differences)
+    write_markdown(table, all_rows, ROOT / "docs" / "results.md", label, differences, analysis)
     for key, cell in sorted(table.items()):
         print(f"{key:24s} final eval success {format_ci(cell['ci'])} (95% CI) over {cell['seeds']} seed(s)")
     for name, measures in sorted(differences.items()):

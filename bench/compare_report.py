@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from docs_block import replace_block
 from paired import PAIRS, band, detectable_difference, format_ci, mean_ci, paired_differences, seeds_needed
 
 ALGOS = ("grpo", "gigpo", "scpo", "scpo_grpo")
@@ -225,9 +226,10 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
 
 
 def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str,
-                   differences: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
+                   differences: dict[str, dict[str, dict[str, Any]]] | None = None,
+                   analysis: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
     """The generated block of docs/results.md: per (setting, algorithm) means with 95% t-intervals over seeds, then
-    the paired differences (:func:`paired`)."""
+    the paired differences (:func:`paired`) and their power analysis (:func:`power_analysis`)."""
     header = ("| env | algorithm | seeds | training set: start → final (mean [95% CI]) | held-out eval: start → final "
               "(mean [95% CI]) | per task type | iterations with a mixed group | SCPO: failed steps credited | "
               "SCPO: conflict rate before → after | minutes per run |")
@@ -260,7 +262,6 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
                          if f"{a}-{b}" in found else "–" for a, b in PAIRS]
                 lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
                              + " | ".join(cells) + " |")
-    analysis = power_analysis(differences or {})
     if analysis:
         lines += ["", ("Power (paired t-test, 5% level, 80% power, with the spread of the differences above): the "
                        "smallest difference these seeds find, and the seeds needed to find the observed difference "
@@ -274,11 +275,4 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
                              for k in ("std", "detectable", "seeds_for_observed", "seeds_for_5_points")]
                     lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
                                  f"{pair.replace('-', ' − ')} | {row['seeds']} | " + " | ".join(cells) + " |")
-    block = "\n".join(lines)
-    begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
-    text = path.read_text() if path.is_file() else f"# Results\n\n{begin}\n{end}\n"
-    if begin not in text:
-        text += f"\n{begin}\n{end}\n"
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}")
+    replace_block(path, "compare", "\n".join(lines))

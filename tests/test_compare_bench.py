@@ -179,7 +179,8 @@ def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_s
     assert mean == [10.0, 20.0] and high[0] - mean[0] == pytest.approx(t975(2) * 10 / 3 ** 0.5) and low[1] < 20.0
 
     results = tmp_path / "results.md"
-    module.write_markdown(table, rows, results, "hand-made", module.paired(rows))
+    differences = module.paired(rows)
+    module.write_markdown(table, rows, results, "hand-made", differences, module.power_analysis(differences))
     text = results.read_text()
     assert "| tiny-crafting | grpo | 3 | – | 5.0 → 20.0 [-4.8, 44.8] |" in text
     assert "| tiny-crafting | eval success | 3.3 [-2.9, 9.6], 3 seeds | 2.0 [-3.0, 7.0], 3 seeds | " \
