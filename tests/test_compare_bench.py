@@ -270,3 +270,7 @@ def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_star
     monkeypatch.setitem(preset, "config", {**preset["config"], "env.train_tasks": 1})
     module.run_one("tiny-crafting", "grpo", 2, ARGS, out)
     assert calls[5:] == [("start", 3), ("model", 3)]  # another training set: measured again
+    monkeypatch.setitem(preset, "start_train_set_attempts", 5)
+    module.run_one("tiny-crafting", "grpo", 3, ARGS, out)
+    assert calls[7:] == [("start", 5), ("model", 3)]  # the start measured more often than each final policy
+    assert json.loads((out / "tiny-crafting" / "start-train-set.json").read_text())["attempts"] == 5
