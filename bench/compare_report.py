@@ -225,6 +225,11 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
     plt.close(fig)
 
 
+def _difference_cell(ci: dict[str, Any]) -> str:
+    """A paired difference for the table: ``mean [low, high], n seeds``, or ``mean (1 seed)``."""
+    return format_ci(ci) + (f", {ci['n']} seeds" if ci["n"] > 1 else "")
+
+
 def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]], path: Path, label: str,
                    differences: dict[str, dict[str, dict[str, Any]]] | None = None,
                    analysis: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
@@ -258,8 +263,7 @@ def write_markdown(table: dict[str, dict[str, Any]], rows: list[dict[str, Any]],
                   "|---|---|" + "---|" * len(PAIRS)]
         for env_name, measures in sorted(differences.items()):
             for measure, found in measures.items():
-                cells = [f"{format_ci(found[f'{a}-{b}'])}, {found[f'{a}-{b}']['n']} seeds"
-                         if f"{a}-{b}" in found else "–" for a, b in PAIRS]
+                cells = [_difference_cell(found[f"{a}-{b}"]) if f"{a}-{b}" in found else "–" for a, b in PAIRS]
                 lines.append(f"| {env_name} | {measure.removeprefix('final_').replace('_', ' ')} | "
                              + " | ".join(cells) + " |")
     if analysis:

@@ -194,6 +194,11 @@ def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_s
     assert set(module.summarize(rows + filtered)) == {"tiny-crafting/grpo", "tiny-crafting/gigpo",
                                                       "tiny-crafting/scpo", "tiny-crafting+outcome/grpo",
                                                       "tiny-crafting+outcome/scpo"}
+    one_seed = hand_made_rows({"grpo": [40], "scpo": [45]})
+    differences = module.paired(one_seed)
+    module.write_markdown(module.summarize(one_seed), one_seed, results, "hand-made", differences,
+                          module.power_analysis(differences))
+    assert "| tiny-crafting | eval success | – | – | 5.0 (1 seed) |" in results.read_text()
 
 
 def test_the_power_analysis_matches_the_paired_t_test_tables(compare):
