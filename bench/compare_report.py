@@ -66,15 +66,18 @@ def setting(row: dict[str, Any]) -> str:
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per (setting, algo): final eval success (and training-set success) as mean, std and 95% t-interval over
-    seeds (:func:`paired.mean_ci`), per task type, SCPO's diagnostics and what the updates were made of."""
+    seeds (:func:`paired.mean_ci`), the start's success (the mean over seeds where each seed evaluated its own), per
+    task type, SCPO's diagnostics and what the updates were made of."""
     table: dict[str, dict[str, Any]] = {}
     for row in rows:
         cell = table.setdefault(f"{setting(row)}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
                                                                   "conflict_before": [], "conflict_after": [],
                                                                   "train_set": [], "score": [], "mixed_share": [],
-                                                                  "start_score": row.get("start_eval_score"),
                                                                   "start_train_set": row.get("start_train_set_success"),
-                                                                  "start": row.get("start_eval_success")})
+                                                                  "start": [], "start_score": []})
+        for key, value in (("start", row.get("start_eval_success")), ("start_score", row.get("start_eval_score"))):
+            if value is not None:  # one start for all seeds, or one per seed (run.eval_before_train)
+                cell[key].append(value)
         if row["final_eval_success"] is not None:
             cell["final"].append(row["final_eval_success"])
         if row.get("final_train_set_success") is not None:
@@ -97,6 +100,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         train_set = mean_ci(cell.pop("train_set"))
         cell.update(train_set_mean=train_set["mean"], train_set_ci=train_set,
                     train_set_std=train_set["std"] or (0.0 if train_set["n"] else None))
+        for key in ("start", "start_score"):
+            cell[key] = statistics.mean(cell[key]) if cell[key] else None
         scores = cell.pop("score")
         cell["score_mean"] = statistics.mean(scores) if scores else None
         shares = cell.pop("mixed_share")

@@ -194,6 +194,9 @@ def test_paired_statistics_give_t_intervals_over_seeds_and_differences_seed_by_s
     assert set(module.summarize(rows + filtered)) == {"tiny-crafting/grpo", "tiny-crafting/gigpo",
                                                       "tiny-crafting/scpo", "tiny-crafting+outcome/grpo",
                                                       "tiny-crafting+outcome/scpo"}
+    per_seed_start = hand_made_rows({"grpo": [40, 50]})
+    per_seed_start[1]["start_eval_success"] = 15.0  # run.eval_before_train: each seed evaluates its own start
+    assert module.summarize(per_seed_start)["tiny-crafting/grpo"]["start"] == 10.0
     one_seed = hand_made_rows({"grpo": [40], "scpo": [45]})
     differences = module.paired(one_seed)
     module.write_markdown(module.summarize(one_seed), one_seed, results, "hand-made", differences,
