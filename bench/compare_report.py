@@ -214,7 +214,9 @@ def plot(rows: list[dict[str, Any]], env_name: str, path: Path) -> None:
                             ylabel="success %")
     ax["eval_success"].set(title=f"{env_name}: eval success (T=0.4), same episodes", xlabel="iteration",
                            ylabel="success %")
-    ax["eval_success"].set_ylim(bottom=0)
+    for name in ("train_success", "eval_success"):  # a success rate's band (few seeds: wide) stays within 0-100
+        low, high = ax[name].get_ylim()
+        ax[name].set_ylim(max(low, 0.0), min(high, 100.0))
     if scored:
         ax["train_reward"].set(title=f"{env_name}: train reward per episode (T=1)", xlabel="iteration",
                                ylabel="reward")
