@@ -125,7 +125,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    "rollout.workers": 0, "rollout.filter_groups": "outcome", "rollout.max_task_draws": 8,
                    "learner.lr": 5e-5, "learner.kl_coef": 0.0, "learner.skip_zero_advantage": True,
                    "learner.mini_batch_size": 64, "learner.micro_batch_size": 8, "run.eval_before_train": True},
-        # No KL term (as on Crafting): the learner is 87% of an iteration (5-6 minutes on one core), and a KL term
+        # No KL term (as on Crafting): the learner is 86% of an iteration (5-6 minutes on one core), and a KL term
         # adds a forward pass of the reference model for every row.
         "iterations": 6, "eval_every": 6, "eval_episodes": 18,
         "train_set_attempts": 8,  # 16 games x 8 at T=0.4: 128 episodes per measurement

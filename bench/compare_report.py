@@ -73,9 +73,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         cell = table.setdefault(f"{setting(row)}/{row['algo']}", {"final": [], "by_type": {}, "credited": [],
                                                                   "conflict_before": [], "conflict_after": [],
                                                                   "train_set": [], "score": [], "mixed_share": [],
-                                                                  "start_train_set": row.get("start_train_set_success"),
-                                                                  "start": [], "start_score": []})
-        for key, value in (("start", row.get("start_eval_success")), ("start_score", row.get("start_eval_score"))):
+                                                                  "start": [], "start_score": [],
+                                                                  "start_train_set": []})
+        for key, value in (("start", row.get("start_eval_success")), ("start_score", row.get("start_eval_score")),
+                           ("start_train_set", row.get("start_train_set_success"))):
             if value is not None:  # one start for all seeds, or one per seed (run.eval_before_train)
                 cell[key].append(value)
         if row["final_eval_success"] is not None:
@@ -100,7 +101,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         train_set = mean_ci(cell.pop("train_set"))
         cell.update(train_set_mean=train_set["mean"], train_set_ci=train_set,
                     train_set_std=train_set["std"] or (0.0 if train_set["n"] else None))
-        for key in ("start", "start_score"):
+        for key in ("start", "start_score", "start_train_set"):
             cell[key] = statistics.mean(cell[key]) if cell[key] else None
         scores = cell.pop("score")
         cell["score_mean"] = statistics.mean(scores) if scores else None
