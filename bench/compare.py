@@ -77,6 +77,8 @@ from compare_report import (
 )
 from paired import format_ci
 
+#: Starting policies built by a preset's ``warm_start`` and committed, so that runs on other machines share them.
+STARTS = HERE / "starts"
 #: Per env: config overrides shared by every algorithm (the budget), and where the starting model comes from.
 LONG_CRAFTING = {"min_plan_length": 8, "max_plan_length": 12}
 PRESETS: dict[str, dict[str, Any]] = {
@@ -184,7 +186,11 @@ def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tupl
     minutes) with ``eval``, its success and score on the first ``eval_episodes`` of the preset's held-out split at
     T=0.4 with the preset's env args (the runs' own evaluation). The SFT is built once per setting and starting
     weights under ``<out>/<env>/warm-<hash>/`` (an interrupted build resumes from its checkpoint); the evaluation
-    once per env args, split and episodes beside it (a preset that only changes the RL reward reuses the SFT)."""
+    once per env args, split and episodes beside it (a preset that only changes the RL reward reuses the SFT).
+
+    A copy of that folder (``sft/`` without its checkpoints, the record and the evaluations) committed under
+    ``bench/starts/<env>/`` is used instead of a build: an SFT's weights differ from one CPU to another, so a study
+    spread over machines must start from weights that travel with it."""
     import hashlib
 
     from agentrl.evaluation import evaluate_model
@@ -197,7 +203,9 @@ def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tupl
     preset = PRESETS[env_name]
     settings = preset["warm_start"]
     key = {**settings, "from": preset["model"], "from_weights": start_fingerprint(preset["model"])}
-    root = out_root / env_name / f"warm-{digest(key)}"
+    name = f"warm-{digest(key)}"
+    root = STARTS / env_name / name if (STARTS / env_name / name / "warm-start.json").is_file() else \
+        out_root / env_name / name
     record_path, model = root / "warm-start.json", root / "sft"
     if not record_path.is_file():
         print(f"== {env_name}: warm start {settings} from {preset['model']} in {root}", flush=True)
@@ -350,28 +358,49 @@ def run_one(env_name: str, algo: str, seed: int, args: argparse.Namespace, out_r
 def with_train_set_success(row: dict[str, Any], run_dir: Path, out_root: Path) -> dict[str, Any]:
     """Add the start and final policies' training-set success to a finished run of a preset with a fixed training
     set: every training task ``train_set_attempts`` times (the preset's, default 32) at T=0.4, the start
-    ``start_train_set_attempts`` times (default the same). Measured once, cached in result.json; the start's in
-    ``<env>/start-train-set.json``, remeasured when its model, attempts, training set or env args change."""
+    ``start_train_set_attempts`` times (default the same, :func:`start_train_set_success`). Measured once, cached in
+    result.json."""
     config = row["config"]
     if not config.get("env.train_tasks") or "final_train_set_success" in row:
         return row
     from agentrl.checkpoint import find_latest
 
-    train_set_success = _learning().train_set_success  # the one measurement, with bench/learning.py's defaults
+    attempts = PRESETS.get(row["env"], {}).get("train_set_attempts", 32)
+    row["start_train_set_success"] = start_train_set_success(row, out_root)
+    row["final_train_set_success"] = _learning().train_set_success(find_latest(run_dir) / "model", config, attempts)
+    (run_dir / "result.json").write_text(json.dumps(row, indent=1))
+    return row
+
+
+def start_train_set_success(row: dict[str, Any], out_root: Path, measure: bool = True) -> float | None:
+    """The starting policy's success on a run's training set, every task ``start_train_set_attempts`` times at T=0.4:
+    cached in ``<env>/start-train-set.json``, measured again (or, with ``measure=False``, None) when its model,
+    attempts, training set or env args differ from the run's."""
+    config = row["config"]
     preset = PRESETS.get(row["env"], {})
-    attempts = preset.get("train_set_attempts", 32)
-    start_attempts = preset.get("start_train_set_attempts", attempts)
+    attempts = preset.get("start_train_set_attempts", preset.get("train_set_attempts", 32))
     start_file = out_root / row["env"] / "start-train-set.json"
-    key = json.loads(json.dumps({"model": config["model.path"], "attempts": start_attempts,
+    key = json.loads(json.dumps({"model": config["model.path"], "attempts": attempts,
                                  "train_tasks": config["env.train_tasks"], "env_args": config.get("env.args")}))
     start = json.loads(start_file.read_text()) if start_file.is_file() else {}
     if {k: start.get(k) for k in key} != key:
-        start = {**key, "success": train_set_success(config["model.path"], config, start_attempts)}
+        if not measure:
+            return None
+        # the one measurement, with bench/learning.py's defaults
+        start = {**key, "success": _learning().train_set_success(config["model.path"], config, attempts)}
         start_file.write_text(json.dumps(start))
-    row["start_train_set_success"] = start["success"]
-    row["final_train_set_success"] = train_set_success(find_latest(run_dir) / "model", config, attempts)
-    (run_dir / "result.json").write_text(json.dumps(row, indent=1))
-    return row
+    return start["success"]
+
+
+def with_latest_start(rows: list[dict[str, Any]], envs: set[str], out_root: Path) -> list[dict[str, Any]]:
+    """``rows``, those of ``envs`` (whose starting weights this call's runs share) each with the start's latest
+    training-set success where it measured the same training set: one start, one number, although older rows
+    measured it with fewer attempts."""
+    for row in rows:
+        if row["env"] in envs and row.get("start_train_set_success") is not None:
+            latest = start_train_set_success(row, out_root, measure=False)
+            row["start_train_set_success"] = row["start_train_set_success"] if latest is None else latest
+    return rows
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -408,7 +437,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # An older row stays unless this call reran it or started its env from other weights (a rebuilt policy).
     keep = [r for r in previous.get("runs", []) if (setting(r), r["algo"], r["seed"]) not in replaced
             and (r["env"] not in starts or r.get("start_model") == starts[r["env"]])]
-    all_rows = keep + rows
+    all_rows = with_latest_start(keep, set(starts), args.out) + rows
     table, differences = summarize(all_rows), paired(all_rows)
     label = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch 1 thread; "
              f"budgets per env in bench/compare.py PRESETS; {time.strftime('%Y-%m-%d')}")

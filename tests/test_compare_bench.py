@@ -282,3 +282,39 @@ def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_star
     module.run_one("tiny-crafting", "grpo", 3, ARGS, out)
     assert calls[7:] == [("start", 5), ("model", 3)]  # the start measured more often than each final policy
     assert json.loads((out / "tiny-crafting" / "start-train-set.json").read_text())["attempts"] == 5
+
+
+def test_older_rows_of_the_same_start_take_its_latest_training_set_measurement(compare, tmp_path, monkeypatch):
+    module, _ = compare
+    out = tmp_path / "runs"
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**preset, "config": {**preset["config"], "env.train_tasks": 2},
+                                                          "train_set_attempts": 2})
+    older = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
+    older = {**older, "start_train_set_success": 123.0}  # as if measured by an older, coarser start measurement
+    other_env = {**older, "env": "elsewhere"}
+    monkeypatch.setitem(module.PRESETS["tiny-crafting"], "start_train_set_attempts", 3)
+    newer = module.run_one("tiny-crafting", "gigpo", 0, ARGS, out)
+    rows = module.with_latest_start([older, other_env], {"tiny-crafting"}, out)
+    assert rows[0]["start_train_set_success"] == newer["start_train_set_success"] != 123.0
+    assert rows[1]["start_train_set_success"] == 123.0  # not this call's start: left as it was
+    elsewhere = {**older, "start_train_set_success": 7.0, "config": {**older["config"], "env.train_tasks": 1}}
+    stale = module.with_latest_start([elsewhere], {"tiny-crafting"}, out)
+    assert stale[0]["start_train_set_success"] == 7.0  # another training set's start is not this row's
+
+
+def test_a_committed_start_is_used_instead_of_building_one(compare, tmp_path, monkeypatch):
+    module, _ = compare
+    warm_start = {"env": "crafting", "tasks": 2, "epochs": 1, "lr": 1e-3, "mode": "score", "seed": 0}
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**module.PRESETS["tiny-crafting"], "warm_start": warm_start})
+    built = tmp_path / "built"
+    grpo = module.run_one("tiny-crafting", "grpo", 0, ARGS, built)
+    (warm,) = (built / "tiny-crafting").glob("warm-*")
+    starts = tmp_path / "starts"
+    shutil.copytree(warm, starts / "tiny-crafting" / warm.name, ignore=shutil.ignore_patterns("sft-checkpoints"))
+    monkeypatch.setattr(module, "STARTS", starts)
+    out = tmp_path / "elsewhere"  # another machine: nothing built there
+    gigpo = module.run_one("tiny-crafting", "gigpo", 0, ARGS, out)
+    assert gigpo["config"]["model.path"] == str(starts / "tiny-crafting" / warm.name / "sft")
+    assert gigpo["start_model"] == grpo["start_model"] and gigpo["start_eval_success"] == grpo["start_eval_success"]
+    assert not list((out / "tiny-crafting").glob("warm-*"))  # no SFT was built
