@@ -22,8 +22,8 @@ Presets (CPU-sized budgets; ``--iterations`` etc. override):
   (``max_plan_length=5``), its SFT warm start (the same model for every algorithm, built once and cached), a fixed
   training set of 8 tasks × group 8 per iteration, 10 iterations, eval on 100 held-out tasks;
 - ``crafting-long``: Crafting's tasks with expert plans of 8-12 steps, from a tiny-random model's SFT on 1,200 expert
-  episodes (wins ~23% of train episodes), a fixed training set of 8 tasks, 4 groups of 8 per iteration with dynamic
-  sampling on, 8 iterations, eval on 100 held-out tasks;
+  episodes (committed in ``bench/starts/``; wins ~21% of its training tasks), a fixed training set of 8 tasks, 4
+  groups of 8 per iteration with dynamic sampling on, 8 iterations, eval on 100 held-out tasks;
 - ``alfworld``: ALFWorld from the embedded default policy (``agentrl-tiny``): 20 iterations of 4 train games ×
   group 4, evaluated on all 134 valid_unseen games (about 77 minutes per run on one core);
 - ``alfworld-fit``: from ``agentrl-tiny``, a fixed training set of 16 Look-type train games (it wins ~40% of them),
@@ -88,7 +88,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "crafting-long": {  # long horizon: plans of 8-12 steps, where credit should matter (issue 41)
         "model": "tiny-random",
-        # Calibrated 2026-12-07: this SFT wins 23.4% of 64 train episodes at T=1 (400 tasks: 6.2%); 20 min on 2 cores.
+        # Its build is committed (bench/starts/crafting-long/, 28 min on one core): it wins 20.6% of the 8 training
+        # tasks (1,024 episodes at T=0.4) and 9% of 100 held-out tasks. The same recipe built on another CPU won
+        # 46.9% and 21%: SFT weights do not reproduce across machines, committed ones do.
         "warm_start": {"env": "crafting", "env_args": LONG_CRAFTING, "tasks": 1200, "epochs": 3, "lr": 3e-3,
                        "mode": "score", "seed": 0},
         "config": {"env.name": "crafting", "env.args": LONG_CRAFTING, "env.eval_split": "eval_in_distribution",
