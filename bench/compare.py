@@ -205,9 +205,8 @@ def preset_warm_start(env_name: str, out_root: Path, eval_episodes: int) -> tupl
     preset = PRESETS[env_name]
     settings = preset["warm_start"]
     key = {**settings, "from": preset["model"], "from_weights": start_fingerprint(preset["model"])}
-    name = f"warm-{digest(key)}"
-    root = STARTS / env_name / name if (STARTS / env_name / name / "warm-start.json").is_file() else \
-        out_root / env_name / name
+    committed = STARTS / env_name / f"warm-{digest(key)}"
+    root = committed if (committed / "warm-start.json").is_file() else out_root / env_name / committed.name
     record_path, model = root / "warm-start.json", root / "sft"
     if not record_path.is_file():
         print(f"== {env_name}: warm start {settings} from {preset['model']} in {root}", flush=True)

@@ -38,6 +38,19 @@ def compare(monkeypatch, tmp_path):
 ARGS = argparse.Namespace(iterations=None, eval_every=None, eval_episodes=None, scorer=None)
 
 
+def with_warm_start(module, monkeypatch) -> None:
+    """The tiny preset starts from a one-epoch SFT of its model on 2 expert episodes."""
+    warm_start = {"env": "crafting", "tasks": 2, "epochs": 1, "lr": 1e-3, "mode": "score", "seed": 0}
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**module.PRESETS["tiny-crafting"], "warm_start": warm_start})
+
+
+def with_training_set(module, monkeypatch) -> None:
+    """The tiny preset trains on a fixed set of 2 tasks, measured 2 attempts each."""
+    preset = module.PRESETS["tiny-crafting"]
+    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**preset, "config": {**preset["config"], "env.train_tasks": 2},
+                                                          "train_set_attempts": 2})
+
+
 def test_an_interrupted_run_resumes_from_its_checkpoint(compare, tmp_path, capsys):
     module, _ = compare
     out = tmp_path / "runs"
@@ -88,8 +101,7 @@ def test_results_of_other_settings_or_starting_weights_are_run_again(compare, tm
 
 def test_a_warm_start_preset_builds_its_start_once_and_every_algorithm_starts_from_it(compare, tmp_path, monkeypatch):
     module, model = compare
-    warm_start = {"env": "crafting", "tasks": 2, "epochs": 1, "lr": 1e-3, "mode": "score", "seed": 0}
-    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**module.PRESETS["tiny-crafting"], "warm_start": warm_start})
+    with_warm_start(module, monkeypatch)
     out = tmp_path / "runs"
     grpo = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     (warm,) = (out / "tiny-crafting").glob("warm-*")
@@ -262,9 +274,7 @@ def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_star
         return real(path, overrides, attempts, seed)
 
     monkeypatch.setattr(learning, "train_set_success", spy)
-    preset = module.PRESETS["tiny-crafting"]
-    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**preset, "config": {**preset["config"], "env.train_tasks": 2},
-                                                          "train_set_attempts": 2})
+    with_training_set(module, monkeypatch)
     row = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     assert calls == [("start", 2), ("model", 2)]  # the start once, then the run's final policy
     assert 0 <= row["start_train_set_success"] <= 100 and 0 <= row["final_train_set_success"] <= 100
@@ -287,9 +297,7 @@ def test_a_fixed_training_set_is_measured_with_the_presets_attempts_and_the_star
 def test_older_rows_of_the_same_start_take_its_latest_training_set_measurement(compare, tmp_path, monkeypatch):
     module, _ = compare
     out = tmp_path / "runs"
-    preset = module.PRESETS["tiny-crafting"]
-    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**preset, "config": {**preset["config"], "env.train_tasks": 2},
-                                                          "train_set_attempts": 2})
+    with_training_set(module, monkeypatch)
     older = module.run_one("tiny-crafting", "grpo", 0, ARGS, out)
     older = {**older, "start_train_set_success": 123.0}  # as if measured by an older, coarser start measurement
     other_env = {**older, "env": "elsewhere"}
@@ -305,8 +313,7 @@ def test_older_rows_of_the_same_start_take_its_latest_training_set_measurement(c
 
 def test_a_committed_start_is_used_instead_of_building_one(compare, tmp_path, monkeypatch):
     module, _ = compare
-    warm_start = {"env": "crafting", "tasks": 2, "epochs": 1, "lr": 1e-3, "mode": "score", "seed": 0}
-    monkeypatch.setitem(module.PRESETS, "tiny-crafting", {**module.PRESETS["tiny-crafting"], "warm_start": warm_start})
+    with_warm_start(module, monkeypatch)
     built = tmp_path / "built"
     grpo = module.run_one("tiny-crafting", "grpo", 0, ARGS, built)
     (warm,) = (built / "tiny-crafting").glob("warm-*")
